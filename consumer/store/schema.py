@@ -1,0 +1,323 @@
+"""The consumer's one database schema (SQLAlchemy Core), shared by the write side (ingest)
+and the read side (query/api). SQLite and PostgreSQL both run it unchanged.
+
+Integer surrogate keys everywhere so recursive lineage reads join on small ints; every edge
+table has a unique constraint on its natural key so every write is an idempotent upsert and
+an index on each endpoint so upstream and downstream walks are both index lookups.
+Times are timezone-aware UTC. JSON columns hold facets exactly as received.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+# Integer primary keys: BIGINT on PostgreSQL, INTEGER on SQLite (only INTEGER aliases the rowid).
+Id = BigInteger().with_variant(Integer(), "sqlite")
+Json = JSON().with_variant(JSONB(), "postgresql")
+Time = DateTime(timezone=True)
+
+metadata = MetaData()
+
+
+def _id() -> Column:
+    return Column("id", Id, primary_key=True, autoincrement=True)
+
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("version", Integer, primary_key=True),
+    Column("description", Text, nullable=False),
+    Column("applied_at", Time, nullable=False),
+)
+
+namespaces = Table(
+    "namespaces",
+    metadata,
+    _id(),
+    Column("name", String(1024), nullable=False, unique=True),
+    Column("owner_name", String(256)),
+    Column("description", Text),
+    Column("created_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+)
+
+tags = Table(
+    "tags",
+    metadata,
+    _id(),
+    Column("name", String(256), nullable=False, unique=True),
+    Column("description", Text),
+    Column("created_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    _id(),
+    Column("namespace_id", Id, ForeignKey("namespaces.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(1024), nullable=False),
+    # jobType facet: BATCH / STREAMING (Marquez's job "type"), integration and jobType.
+    Column("type", String(32), nullable=False, server_default="BATCH"),
+    Column("integration", String(64)),
+    Column("job_type", String(64)),
+    Column("description", Text),
+    Column("location", Text),
+    Column("facets", Json, nullable=False),
+    # Hash of the job's sorted inputs and outputs (never the run id).
+    Column("current_version", String(64)),
+    Column("latest_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL", use_alter=True)),
+    Column("parent_job_id", Id, ForeignKey("jobs.id", ondelete="SET NULL")),
+    Column("created_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+    # Latest event time seen for this job: drives auto-retirement of its table lineage.
+    Column("last_seen", Time, nullable=False),
+    # Set when the sweep retired the job's table lineage; cleared when the job is seen again.
+    Column("lineage_retired_at", Time),
+    UniqueConstraint("namespace_id", "name", name="uq_jobs_namespace_name"),
+)
+
+datasets = Table(
+    "datasets",
+    metadata,
+    _id(),
+    Column("namespace_id", Id, ForeignKey("namespaces.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(2048), nullable=False),
+    # DB_TABLE or STREAM (Marquez's dataset types).
+    Column("type", String(32), nullable=False, server_default="DB_TABLE"),
+    Column("source_name", String(1024)),
+    Column("source_uri", Text),
+    Column("description", Text),
+    # Paimon-style coordinates: the symlinks facet's TABLE identifier split on its last '.',
+    # else (namespace, name).
+    Column("database_name", String(1024), nullable=False),
+    Column("table_name", String(2048), nullable=False),
+    Column("facets", Json, nullable=False),
+    Column("current_version", String(128)),
+    Column("created_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+    Column("is_deleted", Boolean, nullable=False, server_default=text("false")),
+    UniqueConstraint("namespace_id", "name", name="uq_datasets_namespace_name"),
+    Index("ix_datasets_database_table", "database_name", "table_name"),
+)
+
+dataset_fields = Table(
+    "dataset_fields",
+    metadata,
+    _id(),
+    Column("dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(1024), nullable=False),
+    Column("type", String(1024)),
+    Column("description", Text),
+    Column("tags", Json),
+    # False when the field only came from a column-lineage edge (no schema was sent).
+    Column("from_schema", Boolean, nullable=False, server_default=text("false")),
+    Column("created_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+    UniqueConstraint("dataset_id", "name", name="uq_dataset_fields_dataset_name"),
+)
+
+dataset_versions = Table(
+    "dataset_versions",
+    metadata,
+    _id(),
+    Column("dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    # The `version` facet's datasetVersion, else a hash of the dataset's schema fields.
+    Column("version", String(128), nullable=False),
+    Column("run_id", Id, ForeignKey("runs.id", ondelete="SET NULL")),
+    Column("fields", Json),
+    Column("facets", Json, nullable=False),
+    Column("created_at", Time, nullable=False),
+    UniqueConstraint("dataset_id", "version", name="uq_dataset_versions_dataset_version"),
+)
+
+dataset_tags = Table(
+    "dataset_tags",
+    metadata,
+    Column("dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), primary_key=True),
+    Column("tag_id", Id, ForeignKey("tags.id", ondelete="CASCADE"), primary_key=True),
+    Column("tagged_at", Time, nullable=False),
+)
+
+job_tags = Table(
+    "job_tags",
+    metadata,
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("tag_id", Id, ForeignKey("tags.id", ondelete="CASCADE"), primary_key=True),
+    Column("tagged_at", Time, nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    _id(),
+    Column("uuid", String(36), nullable=False, unique=True),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    # Per-job sequence number (1, 2, ...) in arrival order: the batch runs' barrier_id.
+    Column("run_seq", Integer, nullable=False),
+    # NEW / RUNNING / COMPLETED / FAILED / ABORTED (Marquez's run states); terminal states win.
+    Column("state", String(16), nullable=False),
+    Column("job_version", String(64)),
+    Column("nominal_start_time", Time),
+    Column("nominal_end_time", Time),
+    Column("started_at", Time),
+    Column("ended_at", Time),
+    Column("facets", Json, nullable=False),
+    Column("parent_run_uuid", String(36)),
+    Column("parent_job_namespace", String(1024)),
+    Column("parent_job_name", String(1024)),
+    Column("created_at", Time, nullable=False),
+    Column("updated_at", Time, nullable=False),
+    Index("ix_runs_job_created", "job_id", "created_at"),
+    Index("ix_runs_parent", "parent_run_uuid"),
+    UniqueConstraint("job_id", "run_seq", name="uq_runs_job_seq"),
+)
+
+run_states = Table(
+    "run_states",
+    metadata,
+    _id(),
+    Column("run_id", Id, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    # The OpenLineage eventType (START, RUNNING, COMPLETE, ABORT, FAIL, OTHER).
+    Column("event_type", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("transitioned_at", Time, nullable=False),
+    UniqueConstraint("run_id", "event_type", "transitioned_at", name="uq_run_states"),
+)
+
+# Table lineage: which job read (direction 'input') or wrote ('output') which dataset.
+job_io = Table(
+    "job_io",
+    metadata,
+    _id(),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("direction", String(6), nullable=False),
+    Column("first_seen", Time, nullable=False),
+    Column("last_seen", Time, nullable=False),
+    Column("last_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL")),
+    UniqueConstraint("job_id", "dataset_id", "direction", name="uq_job_io"),
+    Index("ix_job_io_dataset", "dataset_id", "direction"),
+)
+
+# Column lineage: output field <- input field. Rows with a NULL output_field_id are the
+# dataset-level INDIRECT inputs (JOIN, FILTER, GROUP_BY, SORT ...) of output_dataset_id.
+column_lineage = Table(
+    "column_lineage",
+    metadata,
+    _id(),
+    Column("output_dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("output_field_id", Id, ForeignKey("dataset_fields.id", ondelete="CASCADE")),
+    Column("input_dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("input_field_id", Id, ForeignKey("dataset_fields.id", ondelete="CASCADE"), nullable=False),
+    Column("transformation_type", String(16), nullable=False),
+    Column("transformation_subtype", String(64), nullable=False),
+    Column("transformation_description", Text),
+    Column("masking", Boolean, nullable=False, server_default=text("false")),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("last_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL")),
+    Column("first_seen", Time, nullable=False),
+    Column("last_seen", Time, nullable=False),
+    Index(
+        "uq_column_lineage_field",
+        "output_field_id", "input_field_id", "transformation_type", "transformation_subtype",
+        unique=True,
+        sqlite_where=text("output_field_id IS NOT NULL"),
+        postgresql_where=text("output_field_id IS NOT NULL"),
+    ),
+    Index(
+        "uq_column_lineage_dataset",
+        "output_dataset_id", "input_field_id", "transformation_type", "transformation_subtype",
+        unique=True,
+        sqlite_where=text("output_field_id IS NULL"),
+        postgresql_where=text("output_field_id IS NULL"),
+    ),
+    Index("ix_column_lineage_input_field", "input_field_id"),
+    Index("ix_column_lineage_output_dataset", "output_dataset_id"),
+    Index("ix_column_lineage_job", "job_id"),
+)
+
+# Data lineage: the snapshot of each dataset a run (or one micro-batch of it) consumed or
+# produced. barrier_id = the micro-batch id for streaming runs, runs.run_seq for batch runs.
+snapshot_lineage = Table(
+    "snapshot_lineage",
+    metadata,
+    _id(),
+    Column("run_id", Id, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("barrier_id", BigInteger, nullable=False),
+    Column("dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("direction", String(6), nullable=False),
+    Column("snapshot_id", String(256), nullable=False),
+    # content / delta / iceberg / stream-offsets / sink-batch (the snapshot facet's kind).
+    Column("kind", String(32)),
+    Column("partitions", Json),
+    Column("start_offset", Json),
+    Column("end_offset", Json),
+    Column("created_at", Time, nullable=False),
+    UniqueConstraint("run_id", "barrier_id", "dataset_id", "direction", name="uq_snapshot_lineage"),
+    Index("ix_snapshot_lineage_dataset", "dataset_id", "snapshot_id"),
+    Index("ix_snapshot_lineage_job_barrier", "job_id", "barrier_id"),
+)
+
+# Raw events as received: the source of replay and of Marquez's GET /events/lineage.
+lineage_events = Table(
+    "lineage_events",
+    metadata,
+    _id(),
+    # sha256 of the canonical JSON (sorted keys): the same event twice is stored once.
+    Column("content_hash", String(64), nullable=False, unique=True),
+    Column("event_time", Time, nullable=False),
+    # RunEvent / DatasetEvent / JobEvent
+    Column("kind", String(16), nullable=False),
+    Column("event_type", String(16)),
+    Column("run_uuid", String(36)),
+    Column("job_namespace", String(1024)),
+    Column("job_name", String(1024)),
+    Column("payload", Text, nullable=False),
+    Column("received_at", Time, nullable=False),
+    Index("ix_lineage_events_time", "event_time"),
+    Index("ix_lineage_events_run", "run_uuid"),
+    Index("ix_lineage_events_job", "job_namespace", "job_name"),
+)
+
+# Paimon lineage-proposal views (PIP "Lineage"); `job` is the job name.
+VIEWS: dict[str, str] = {
+    "source_job_lineage": """
+        SELECT j.name AS job, d.database_name AS "database", d.table_name AS "table",
+               io.first_seen AS create_time
+        FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
+        WHERE io.direction = 'input'""",
+    "sink_job_lineage": """
+        SELECT j.name AS job, d.database_name AS "database", d.table_name AS "table",
+               io.first_seen AS create_time
+        FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
+        WHERE io.direction = 'output'""",
+    "source_snapshot_lineage": """
+        SELECT j.name AS job, s.barrier_id AS barrier_id, d.database_name AS "database",
+               d.table_name AS "table", s.snapshot_id AS snapshot_id, s.created_at AS create_time
+        FROM snapshot_lineage s JOIN jobs j ON j.id = s.job_id JOIN datasets d ON d.id = s.dataset_id
+        WHERE s.direction = 'input'""",
+    "sink_snapshot_lineage": """
+        SELECT j.name AS job, s.barrier_id AS barrier_id, d.database_name AS "database",
+               d.table_name AS "table", s.snapshot_id AS snapshot_id, s.created_at AS create_time
+        FROM snapshot_lineage s JOIN jobs j ON j.id = s.job_id JOIN datasets d ON d.id = s.dataset_id
+        WHERE s.direction = 'output'""",
+}
