@@ -1,0 +1,167 @@
+"""`Store`: engine construction, migrations, batched writes and lifecycle operations."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Callable, Iterator, Sequence
+
+from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+
+from consumer.materialize import TERMINAL_STATES, EventRows
+from consumer.store import migrations
+from consumer.store.schema import (
+    column_lineage,
+    dataset_fields,
+    dataset_versions,
+    datasets,
+    job_io,
+    jobs,
+    lineage_events,
+    namespaces,
+    run_states,
+    runs,
+    snapshot_lineage,
+)
+from consumer.store.writer import utc, write_batch
+
+# Everything derived from raw events, children first: what replay empties before rebuilding.
+DERIVED_TABLES = (
+    snapshot_lineage, column_lineage, job_io, run_states, dataset_versions, dataset_fields, runs, jobs, datasets, namespaces,
+)
+
+
+class StoreUnavailable(RuntimeError):
+    """The database cannot be reached or opened."""
+
+
+def engine_for(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(parsed, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(parsed, pool_pre_ping=True)
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
+    cursor = dbapi_connection.cursor()
+    # WAL lets the API read while ingestion writes; foreign keys make deletes cascade.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+class Store:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+    def migrate(self) -> list[int]:
+        return migrations.migrate(self.engine)
+
+    def write(self, batch: Sequence[EventRows]) -> int:
+        """Store a batch of events and everything derived from them in one transaction; the
+        number of events not seen before."""
+        with self.engine.begin() as connection:
+            return write_batch(connection, batch)
+
+    def raw_event_count(self) -> int:
+        with self.engine.connect() as connection:
+            return len(connection.execute(select(lineage_events.c.id)).all())
+
+    def raw_payloads(self, chunk_size: int = 1000) -> Iterator[list[str]]:
+        """Raw events in event-time order (ties by arrival), in chunks."""
+        last: tuple[datetime, int] | None = None
+        while True:
+            query = select(lineage_events.c.event_time, lineage_events.c.id, lineage_events.c.payload)
+            if last is not None:
+                query = query.where(
+                    (lineage_events.c.event_time > last[0])
+                    | ((lineage_events.c.event_time == last[0]) & (lineage_events.c.id > last[1]))
+                )
+            with self.engine.connect() as connection:
+                rows = connection.execute(
+                    query.order_by(lineage_events.c.event_time, lineage_events.c.id).limit(chunk_size)
+                ).all()
+            if not rows:
+                return
+            last = (rows[-1].event_time, rows[-1].id)
+            yield [row.payload for row in rows]
+
+    def clear_derived(self) -> None:
+        with self.engine.begin() as connection:
+            connection.execute(update(jobs).values(latest_run_id=None, parent_job_id=None))
+            for table in DERIVED_TABLES:
+                connection.execute(delete(table))
+
+    def rebuild(self, batch: Sequence[EventRows]) -> None:
+        with self.engine.begin() as connection:
+            write_batch(connection, batch, store_raw=False)
+
+    def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
+        """Forget which datasets the job read and wrote (and its column lineage); rows removed."""
+        with self.engine.begin() as connection:
+            job_id_list = self._job_ids(connection, job_name, namespace)
+            removed = connection.execute(delete(job_io).where(job_io.c.job_id.in_(job_id_list))).rowcount
+            removed += connection.execute(delete(column_lineage).where(column_lineage.c.job_id.in_(job_id_list))).rowcount
+            return removed
+
+    def delete_data_lineage(self, job_name: str, namespace: str | None = None) -> int:
+        """Forget the snapshots the job's runs consumed and produced; rows removed."""
+        with self.engine.begin() as connection:
+            job_id_list = self._job_ids(connection, job_name, namespace)
+            return connection.execute(delete(snapshot_lineage).where(snapshot_lineage.c.job_id.in_(job_id_list))).rowcount
+
+    @staticmethod
+    def _job_ids(connection, job_name: str, namespace: str | None) -> list[int]:  # type: ignore[no-untyped-def]
+        query = select(jobs.c.id).where(jobs.c.name == job_name)
+        if namespace is not None:
+            query = query.join(namespaces, namespaces.c.id == jobs.c.namespace_id).where(namespaces.c.name == namespace)
+        return list(connection.execute(query).scalars())
+
+    def retire_stale_jobs(self, retire_after: timedelta, now: datetime | None = None) -> list[str]:
+        """Retire the table lineage of every job whose latest run reached a terminal state and
+        which was not seen within `retire_after`; the names of the jobs retired."""
+        now = now or datetime.now(timezone.utc)
+        cutoff = now - retire_after
+        with self.engine.begin() as connection:
+            candidates = connection.execute(
+                select(jobs.c.id, jobs.c.name, jobs.c.last_seen)
+                .join(runs, runs.c.id == jobs.c.latest_run_id)
+                .where(jobs.c.lineage_retired_at.is_(None), runs.c.state.in_(sorted(TERMINAL_STATES)))
+            ).all()
+            stale = [row for row in candidates if utc(row.last_seen) < cutoff]
+            if not stale:
+                return []
+            stale_ids = [row.id for row in stale]
+            connection.execute(delete(job_io).where(job_io.c.job_id.in_(stale_ids)))
+            connection.execute(delete(column_lineage).where(column_lineage.c.job_id.in_(stale_ids)))
+            connection.execute(update(jobs).where(jobs.c.id.in_(stale_ids)).values(lineage_retired_at=now))
+            return [row.name for row in stale]
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def open_store(url: str, *, migrate: bool = True) -> Store:
+    """A store on `url`, migrated to the latest schema unless `migrate` is False.
+    Raises StoreUnavailable with one readable line when the database cannot be reached."""
+    try:
+        store = Store(engine_for(url))
+        if migrate:
+            store.migrate()
+        else:
+            with store.engine.connect():
+                pass
+    except OperationalError as error:
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+        raise StoreUnavailable(f"cannot open the lineage store {make_url(url).render_as_string(hide_password=True)}: {reason}") from None
+    return store
