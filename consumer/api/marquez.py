@@ -1,0 +1,161 @@
+"""Marquez-compatible read routes under /api/v1: shapes, ordering and paging as Marquez serves them,
+so Marquez Web and marquez-python work unchanged. Each route only parses input and hands it to
+consumer.query.marquez."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+
+from consumer.query import marquez as q
+
+router = APIRouter(prefix="/api/v1")
+
+Limit = Query(100, ge=0, le=10_000, description="The number of results to return from offset.")
+Offset = Query(0, ge=0, description="The initial position from which to return results.")
+Depth = Query(20, ge=0, le=100, description="Depth of the lineage graph to create.")
+
+
+def _store(request: Request) -> Any:
+    return request.app.state.store
+
+
+@router.get("/namespaces", tags=["Namespaces"])
+def list_namespaces(request: Request, limit: int = Limit, offset: int = Offset) -> dict:
+    return q.list_namespaces(_store(request), limit, offset)
+
+
+@router.get("/namespaces/{namespace}", tags=["Namespaces"])
+def get_namespace(request: Request, namespace: str) -> dict:
+    return q.get_namespace(_store(request), namespace)
+
+
+@router.get("/tags", tags=["Tags"])
+def list_tags(request: Request, limit: int = Limit, offset: int = Offset) -> dict:
+    return q.list_tags(_store(request), limit, offset)
+
+
+@router.get("/jobs", tags=["Jobs"])
+def list_all_jobs(
+    request: Request,
+    limit: int = Limit,
+    offset: int = Offset,
+    lastRunStates: list[str] | None = Query(None, description="Only jobs whose latest run is in one of these states."),
+) -> dict:
+    return q.list_jobs(_store(request), None, limit, offset, _states(lastRunStates))
+
+
+@router.get("/namespaces/{namespace}/jobs", tags=["Jobs"])
+def list_jobs(
+    request: Request,
+    namespace: str,
+    limit: int = Limit,
+    offset: int = Offset,
+    lastRunStates: list[str] | None = Query(None),
+) -> dict:
+    return q.list_jobs(_store(request), namespace, limit, offset, _states(lastRunStates))
+
+
+@router.get("/namespaces/{namespace}/jobs/{job}", tags=["Jobs"])
+def get_job(request: Request, namespace: str, job: str) -> dict:
+    return q.get_job(_store(request), namespace, job)
+
+
+@router.get("/namespaces/{namespace}/jobs/{job}/runs", tags=["Jobs"])
+def list_runs(request: Request, namespace: str, job: str, limit: int = Limit, offset: int = Offset) -> dict:
+    return q.list_runs(_store(request), namespace, job, limit, offset)
+
+
+@router.get("/jobs/runs/{run_id}", tags=["Jobs"])
+def get_run(request: Request, run_id: str) -> dict:
+    return q.get_run(_store(request), run_id)
+
+
+@router.get("/jobs/runs/{run_id}/facets", tags=["Jobs"])
+def get_run_facets(request: Request, run_id: str, type: Literal["run", "job"] = Query("run")) -> dict:
+    return q.run_facets(_store(request), run_id, type)
+
+
+@router.get("/namespaces/{namespace}/datasets", tags=["Datasets"])
+def list_datasets(request: Request, namespace: str, limit: int = Limit, offset: int = Offset) -> dict:
+    return q.list_datasets(_store(request), namespace, limit, offset)
+
+
+@router.get("/namespaces/{namespace}/datasets/{dataset}", tags=["Datasets"])
+def get_dataset(request: Request, namespace: str, dataset: str) -> dict:
+    return q.get_dataset(_store(request), namespace, dataset)
+
+
+@router.get("/namespaces/{namespace}/datasets/{dataset}/versions", tags=["Datasets"])
+def list_dataset_versions(
+    request: Request, namespace: str, dataset: str, limit: int = Limit, offset: int = Offset
+) -> dict:
+    return q.list_dataset_versions(_store(request), namespace, dataset, limit, offset)
+
+
+@router.get("/lineage", tags=["Lineage"])
+def get_lineage(request: Request, nodeId: str = Query(..., description="dataset:NS:NAME or job:NS:NAME"), depth: int = Depth) -> dict:
+    return q.lineage_graph(_store(request), nodeId, depth)
+
+
+@router.get("/column-lineage", tags=["Column lineage"])
+def get_column_lineage(
+    request: Request,
+    nodeId: str = Query(..., description="dataset:NS:NAME, datasetField:NS:DATASET:FIELD or job:NS:NAME"),
+    depth: int = Depth,
+    withDownstream: bool = Query(False),
+) -> dict:
+    return q.column_lineage_graph(_store(request), nodeId, depth, withDownstream)
+
+
+@router.get("/events/lineage", tags=["Events"])
+def list_lineage_events(
+    request: Request,
+    before: str | None = Query(None, description="ISO-8601 instant; events strictly before it"),
+    after: str | None = Query(None, description="ISO-8601 instant; events strictly after it"),
+    sortDirection: Literal["asc", "desc"] = Query("desc"),
+    limit: int = Limit,
+    offset: int = Offset,
+) -> dict:
+    return q.lineage_events(_store(request), before, after, sortDirection, limit, offset)
+
+
+@router.get("/search", tags=["Search"])
+def search(
+    request: Request,
+    q_: str = Query(..., alias="q", min_length=1, description="Case-insensitive pattern; % and _ are wildcards."),
+    filter: Literal["dataset", "job", "DATASET", "JOB"] | None = Query(None),
+    sort: Literal["name", "updated_at", "NAME", "UPDATE_AT", "UPDATED_AT"] = Query("name"),
+    limit: int = Query(10, ge=0, le=10_000),
+    namespace: str | None = Query(None),
+) -> dict:
+    return q.search(_store(request), q_, filter.upper() if filter else None, sort.lower(), limit, namespace)
+
+
+@router.get("/stats/lineage-events", tags=["Stats"])
+def lineage_event_stats(request: Request, period: Literal["DAY", "WEEK"] = Query("DAY"), timezone: str = Query("UTC")) -> list:
+    return q.lineage_event_stats(_store(request), period, timezone)
+
+
+@router.get("/stats/{entity}", tags=["Stats"])
+def entity_stats(
+    request: Request,
+    entity: Literal["jobs", "datasets", "sources"],
+    period: Literal["DAY", "WEEK"] = Query("DAY"),
+    timezone: str = Query("UTC"),
+) -> list:
+    return q.entity_stats(_store(request), entity, period, timezone)
+
+
+_RUN_STATES = {"NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED"}
+
+
+def _states(values: list[str] | None) -> tuple[str, ...]:
+    from consumer.query.errors import BadParameter
+
+    states = tuple(state.strip().upper() for value in values or () for state in value.split(",") if state.strip())
+    unknown = sorted(set(states) - _RUN_STATES)
+    if unknown:
+        raise BadParameter(f"unknown run state(s) {', '.join(unknown)}; expected some of {', '.join(sorted(_RUN_STATES))}")
+    return states

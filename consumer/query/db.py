@@ -1,0 +1,76 @@
+"""How the read side reaches the store: one read-only connection per question, plus the small
+row helpers every query shares (ISO times, JSON columns, LIKE escaping, paging guards)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from consumer.query.errors import BadParameter
+
+MAX_DEPTH = 100
+MAX_PAGE = 10_000
+
+
+def engine_of(store: Any) -> Engine:
+    """The SQLAlchemy engine behind `store` (the store object, or an Engine given directly)."""
+    return store if isinstance(store, Engine) else store.engine
+
+
+@contextmanager
+def reading(store: Any) -> Iterator[Connection]:
+    with engine_of(store).connect() as connection:
+        yield connection
+        connection.rollback()
+
+
+def iso(moment: datetime | str | None) -> str | None:
+    """ISO-8601 in UTC with a Z, as Marquez writes instants (SQLite hands back naive UTC times)."""
+    if moment is None:
+        return None
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def as_json(value: Any) -> Any:
+    """JSON columns come back decoded on PostgreSQL and usually on SQLite; text is decoded here."""
+    if isinstance(value, (str, bytes)):
+        return json.loads(value)
+    return value
+
+
+def like_contains(text: str) -> str:
+    """A LIKE pattern matching `text` anywhere; the caller's own % and _ stay wildcards (Marquez semantics)."""
+    return f"%{text.lower()}%"
+
+
+def parse_instant(text: str | None, name: str) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as error:
+        raise BadParameter(f"{name}={text!r} is not an ISO-8601 instant") from error
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def check_depth(depth: int) -> int:
+    if not 0 <= depth <= MAX_DEPTH:
+        raise BadParameter(f"depth={depth} is out of range 0..{MAX_DEPTH}")
+    return depth
+
+
+def check_page(limit: int, offset: int) -> tuple[int, int]:
+    if not 0 <= limit <= MAX_PAGE:
+        raise BadParameter(f"limit={limit} is out of range 0..{MAX_PAGE}")
+    if offset < 0:
+        raise BadParameter(f"offset={offset} must not be negative")
+    return limit, offset

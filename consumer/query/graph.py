@@ -1,0 +1,292 @@
+"""Recursive graph walks over the three lineage stores, in plain SQL that SQLite and PostgreSQL both run.
+
+Every walk is a `WITH RECURSIVE` over integer ids with a depth limit. Cycles cannot loop: UNION drops
+a (node, depth) row already produced and depth is bounded, so a walk visits each node at most
+`depth` times; the callers then keep each node's smallest depth. This keeps the work bounded by
+nodes x depth even on diamonds, where a path-array (Marquez's approach) would enumerate every path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+from sqlalchemy import Connection, bindparam, text
+
+from consumer.store import schema as s
+
+
+@attrs.frozen
+class FieldEdge:
+    output_field: int
+    input_field: int
+    type: str
+    subtype: str
+    description: str | None
+    masking: bool
+    job_id: int
+    depth: int
+
+
+@attrs.frozen
+class TableEdge:
+    output_dataset: int
+    job_id: int
+    input_dataset: int | None  # None: the job writes the output without reading anything
+    depth: int
+
+
+@attrs.frozen
+class SnapshotStep:
+    input_dataset: int
+    input_snapshot: str
+    job_id: int
+    run_id: int
+    barrier_id: int
+    output_dataset: int
+    output_snapshot: str
+    created_at: Any
+    depth: int
+
+
+def _expanding(sql: str, *names: str) -> Any:
+    return text(sql).bindparams(*(bindparam(name, expanding=True) for name in names))
+
+
+# ---------------------------------------------------------------- table lineage
+
+_CONNECTED_JOBS = """
+WITH RECURSIVE reach(job_id, depth) AS (
+    SELECT id, 0 FROM jobs WHERE id IN :start
+    UNION
+    SELECT b.job_id, r.depth + 1
+    FROM reach r
+    JOIN job_io a ON a.job_id = r.job_id
+    JOIN job_io b ON b.dataset_id = a.dataset_id AND b.job_id <> r.job_id
+    WHERE r.depth < :depth
+)
+SELECT DISTINCT job_id FROM reach ORDER BY job_id
+"""
+
+
+def jobs_touching(conn: Connection, dataset_id: int) -> list[int]:
+    return list(conn.execute(select_job_ids_for_dataset(), {"dataset": dataset_id}).scalars())
+
+
+def select_job_ids_for_dataset() -> Any:
+    return text("SELECT DISTINCT job_id FROM job_io WHERE dataset_id = :dataset ORDER BY job_id")
+
+
+def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> list[int]:
+    """Jobs linked to `start_jobs` through shared datasets (either direction), within `depth` hops (Marquez /lineage)."""
+    if not start_jobs:
+        return []
+    return list(conn.execute(_expanding(_CONNECTED_JOBS, "start"), {"start": list(start_jobs), "depth": depth}).scalars())
+
+
+def job_io_of(conn: Connection, job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
+    if not job_ids:
+        return []
+    sql = _expanding("SELECT job_id, dataset_id, direction FROM job_io WHERE job_id IN :jobs ORDER BY job_id, dataset_id", "jobs")
+    return [tuple(row) for row in conn.execute(sql, {"jobs": list(job_ids)})]
+
+
+# upstream: from a dataset to the jobs that wrote it, to the datasets those jobs read
+_TABLE_WALK = """
+WITH RECURSIVE walk(dataset_id, depth) AS (
+    SELECT id, 0 FROM datasets WHERE id = :start
+    UNION
+    SELECT far.dataset_id, w.depth + 1
+    FROM walk w
+    JOIN job_io near ON near.dataset_id = w.dataset_id AND near.direction = :near
+    JOIN job_io far ON far.job_id = near.job_id AND far.direction = :far
+    WHERE w.depth < :depth
+),
+reached AS (SELECT dataset_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id)
+SELECT near.dataset_id AS near_dataset, near.job_id, far.dataset_id AS far_dataset, MIN(r.depth) + 1 AS depth
+FROM reached r
+JOIN job_io near ON near.dataset_id = r.dataset_id AND near.direction = :near
+LEFT JOIN job_io far ON far.job_id = near.job_id AND far.direction = :far
+WHERE r.depth < :depth
+GROUP BY near.dataset_id, near.job_id, far.dataset_id
+ORDER BY 4, 1, 2, 3
+"""
+
+
+def table_edges(conn: Connection, start_dataset: int, depth: int, upstream: bool) -> list[TableEdge]:
+    """Every (input dataset) -job-> (output dataset) step within `depth` steps up- or downstream of a dataset."""
+    near, far = ("output", "input") if upstream else ("input", "output")
+    rows = conn.execute(text(_TABLE_WALK), {"start": start_dataset, "near": near, "far": far, "depth": depth})
+    edges = []
+    for near_dataset, job, far_dataset, step in rows:
+        if upstream:
+            edges.append(TableEdge(output_dataset=near_dataset, job_id=job, input_dataset=far_dataset, depth=step))
+        elif far_dataset is not None:
+            edges.append(TableEdge(output_dataset=far_dataset, job_id=job, input_dataset=near_dataset, depth=step))
+    return edges
+
+
+# ---------------------------------------------------------------- column lineage
+
+_FIELD_WALK = """
+WITH RECURSIVE walk(lineage_id, next_field, depth) AS (
+    SELECT cl.id, cl.{far}, 1 FROM column_lineage cl
+    WHERE cl.{near} IN :start AND cl.output_field_id IS NOT NULL AND :depth >= 1 {direct}
+    UNION
+    SELECT cl.id, cl.{far}, w.depth + 1
+    FROM walk w JOIN column_lineage cl ON cl.{near} = w.next_field
+    WHERE w.depth < :depth AND cl.output_field_id IS NOT NULL {direct}
+)
+SELECT cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype,
+       cl.transformation_description, cl.masking, cl.job_id, w.depth
+FROM (SELECT lineage_id, MIN(depth) AS depth FROM walk GROUP BY lineage_id) w
+JOIN column_lineage cl ON cl.id = w.lineage_id
+ORDER BY w.depth, cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype
+"""
+
+
+def field_edges(conn: Connection, start_fields: Sequence[int], depth: int, upstream: bool, direct_only: bool = False) -> list[FieldEdge]:
+    """Field-level edges reached from `start_fields` within `depth` steps (upstream: towards the sources)."""
+    if not start_fields:
+        return []
+    near, far = ("output_field_id", "input_field_id") if upstream else ("input_field_id", "output_field_id")
+    sql = _FIELD_WALK.format(near=near, far=far, direct="AND cl.transformation_type = 'DIRECT'" if direct_only else "")
+    rows = conn.execute(_expanding(sql, "start"), {"start": list(start_fields), "depth": depth})
+    return [FieldEdge(*row[:5], bool(row[5]), row[6], row[7]) for row in rows]
+
+
+@attrs.frozen
+class FieldInfo:
+    namespace: str
+    dataset: str
+    field: str
+    type: str | None
+    dataset_id: int
+
+
+def describe_fields(conn: Connection, field_ids: Iterable[int]) -> dict[int, FieldInfo]:
+    ids = sorted(set(field_ids))
+    if not ids:
+        return {}
+    sql = _expanding(
+        """SELECT f.id, n.name, d.name, f.name, f.type, d.id FROM dataset_fields f
+           JOIN datasets d ON d.id = f.dataset_id JOIN namespaces n ON n.id = d.namespace_id
+           WHERE f.id IN :ids""",
+        "ids",
+    )
+    return {row[0]: FieldInfo(*row[1:]) for row in conn.execute(sql, {"ids": ids})}
+
+
+# ---------------------------------------------------------------- data (snapshot) lineage
+
+_SNAPSHOT_WALK = """
+WITH RECURSIVE walk(dataset_id, snapshot_id, depth) AS (
+    SELECT DISTINCT dataset_id, snapshot_id, 0 FROM snapshot_lineage
+    WHERE dataset_id = :dataset AND snapshot_id = :snapshot
+    UNION
+    SELECT far.dataset_id, far.snapshot_id, w.depth + 1
+    FROM walk w
+    JOIN snapshot_lineage near
+      ON near.dataset_id = w.dataset_id AND near.snapshot_id = w.snapshot_id AND near.direction = :near
+    JOIN snapshot_lineage far
+      ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
+    WHERE w.depth < :depth
+),
+reached AS (SELECT dataset_id, snapshot_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id, snapshot_id)
+SELECT near.dataset_id, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
+       far.dataset_id, far.snapshot_id, {output}.created_at, MIN(r.depth) + 1 AS depth
+FROM reached r
+JOIN snapshot_lineage near
+  ON near.dataset_id = r.dataset_id AND near.snapshot_id = r.snapshot_id AND near.direction = :near
+JOIN snapshot_lineage far
+  ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
+WHERE r.depth < :depth
+GROUP BY near.dataset_id, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
+         far.dataset_id, far.snapshot_id, {output}.created_at
+ORDER BY 9, 5, 1, 6
+"""
+
+
+def snapshot_steps(conn: Connection, dataset_id: int, snapshot_id: str, depth: int, upstream: bool) -> list[SnapshotStep]:
+    """Each (input snapshot) -job, batch-> (output snapshot) step within `depth` steps of (dataset, snapshot)."""
+    near, far = ("output", "input") if upstream else ("input", "output")
+    sql = _SNAPSHOT_WALK.format(output="near" if upstream else "far")
+    rows = conn.execute(text(sql), {"dataset": dataset_id, "snapshot": snapshot_id, "near": near, "far": far, "depth": depth})
+    steps = []
+    for near_ds, near_snap, job, run, barrier, far_ds, far_snap, created, step in rows:
+        if upstream:
+            steps.append(SnapshotStep(far_ds, far_snap, job, run, barrier, near_ds, near_snap, created, step))
+        else:
+            steps.append(SnapshotStep(near_ds, near_snap, job, run, barrier, far_ds, far_snap, created, step))
+    return steps
+
+
+def snapshot_exists(conn: Connection, dataset_id: int, snapshot_id: str) -> bool:
+    sql = text("SELECT 1 FROM snapshot_lineage WHERE dataset_id = :d AND snapshot_id = :s")
+    return conn.execute(sql, {"d": dataset_id, "s": snapshot_id}).first() is not None
+
+
+def produced_snapshots(conn: Connection, dataset_id: int, limit: int) -> list[tuple[str, Any, int, int, int]]:
+    """The newest snapshots written to a dataset: (snapshot_id, created_at, job_id, run_id, barrier_id), newest first."""
+    sql = text(
+        """SELECT snapshot_id, MAX(created_at) AS created, MIN(job_id), MIN(run_id), MIN(barrier_id)
+           FROM snapshot_lineage WHERE dataset_id = :d AND direction = 'output'
+           GROUP BY snapshot_id ORDER BY created DESC, snapshot_id DESC LIMIT :limit"""
+    )
+    return [tuple(row) for row in conn.execute(sql, {"d": dataset_id, "limit": limit})]
+
+
+def upstream_snapshot_sets(conn: Connection, dataset_id: int, snapshots: Sequence[str], depth: int) -> dict[str, dict[int, set[str]]]:
+    """For each given snapshot of a dataset: every upstream dataset's snapshot(s) it derives from (transitively),
+    including itself."""
+    if not snapshots:
+        return {}
+    sql = _expanding(
+        """
+        WITH RECURSIVE walk(origin, dataset_id, snapshot_id, depth) AS (
+            SELECT DISTINCT snapshot_id, dataset_id, snapshot_id, 0 FROM snapshot_lineage
+            WHERE dataset_id = :d AND snapshot_id IN :snaps
+            UNION
+            SELECT w.origin, i.dataset_id, i.snapshot_id, w.depth + 1
+            FROM walk w
+            JOIN snapshot_lineage o
+              ON o.dataset_id = w.dataset_id AND o.snapshot_id = w.snapshot_id AND o.direction = 'output'
+            JOIN snapshot_lineage i ON i.run_id = o.run_id AND i.barrier_id = o.barrier_id AND i.direction = 'input'
+            WHERE w.depth < :depth
+        )
+        SELECT DISTINCT origin, dataset_id, snapshot_id FROM walk
+        """,
+        "snaps",
+    )
+    found: dict[str, dict[int, set[str]]] = {snap: {} for snap in snapshots}
+    for origin, upstream_dataset, upstream_snapshot in conn.execute(sql, {"d": dataset_id, "snaps": list(snapshots), "depth": depth}):
+        found[origin].setdefault(upstream_dataset, set()).add(upstream_snapshot)
+    return found
+
+
+def last_snapshot_before(conn: Connection, dataset_id: int, excluded: Iterable[str], before: Any) -> tuple[str, Any] | None:
+    """The newest snapshot written to a dataset before `before` that is not one of `excluded`."""
+    excluded = sorted(set(excluded))
+    sql = _expanding(
+        """SELECT snapshot_id, MAX(created_at) AS created FROM snapshot_lineage
+           WHERE dataset_id = :d AND direction = 'output' AND created_at < :before AND snapshot_id NOT IN :excluded
+           GROUP BY snapshot_id ORDER BY created DESC, snapshot_id DESC LIMIT 1""",
+        "excluded",
+    )
+    row = conn.execute(sql, {"d": dataset_id, "before": before, "excluded": excluded or [""]}).first()
+    return (row[0], row[1]) if row else None
+
+
+def names(conn: Connection, table: Any, ids: Iterable[int | None]) -> dict[int, tuple[str, str]]:
+    """(namespace, name) of jobs or datasets by row id."""
+    wanted = sorted({i for i in ids if i is not None})
+    if not wanted:
+        return {}
+    sql = _expanding(
+        f"SELECT t.id, n.name, t.name FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id WHERE t.id IN :ids", "ids"
+    )
+    return {row[0]: (row[1], row[2]) for row in conn.execute(sql, {"ids": wanted})}
+
+
+__all__ = ["FieldEdge", "TableEdge", "SnapshotStep", "FieldInfo", "s"]
