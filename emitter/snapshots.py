@@ -1,0 +1,271 @@
+"""Snapshot ids for data lineage: which committed state of a dataset a run consumed or produced.
+
+Pure functions over plain listings and offsets (the listener layer does the I/O, see
+`emitter.listener.files`). The facet dicts follow `schemas/SnapshotDatasetFacet.json` and
+`schemas/MicroBatchRunFacet.json`; `docs/facets.md` documents them.
+
+Content snapshots (`kind="content"`) hash the sorted (relative path, size) of the committed data
+files under a dataset's location. Hidden files and directories (`.`/`_` prefixed) are left out,
+except `key=value` partition directories, so the id is the same whether it is computed from
+Spark's file index when a job reads the table or from a listing after another job wrote it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import attrs
+
+SCHEMA_BASE_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0"
+SNAPSHOT_SCHEMA_URL = f"{SCHEMA_BASE_URL}/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet"
+MICRO_BATCH_SCHEMA_URL = f"{SCHEMA_BASE_URL}/MicroBatchRunFacet.json#/$defs/MicroBatchRunFacet"
+
+SNAPSHOT_KINDS = ("content", "delta", "iceberg", "stream-offsets", "sink-batch")
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# Spark's own name for a file still being copied in; never committed data.
+COPYING_SUFFIX = "._COPYING_"
+SNAPSHOT_ID_HEX_CHARS = 40
+
+
+@attrs.frozen
+class DataFile:
+    """One committed data file: its path relative to the dataset root ('/'-separated), size in
+    bytes, and modification time in epoch ms (used only to tell which partitions a write touched,
+    never in the snapshot id: a reader and a writer must agree on the id)."""
+
+    relative_path: str
+    size: int
+    modified_ms: int = 0
+
+
+@attrs.frozen
+class Snapshot:
+    snapshot_id: str
+    kind: str
+    batch_id: int | None = None
+    partitions: tuple[Mapping[str, str | None], ...] | None = None
+    start_offset: Any = None
+    end_offset: Any = None
+    has_offsets: bool = False
+
+
+def is_hidden_name(name: str) -> bool:
+    """Spark's rule for names a file index skips (HadoopFSUtils.shouldFilterOutPathName), plus
+    `_metadata`/`_common_metadata` summary files, which are not data either."""
+    if name.endswith(COPYING_SUFFIX):
+        return True
+    if name.startswith("."):
+        return True
+    return name.startswith("_") and "=" not in name
+
+
+def path_of(uri_or_path: str) -> str:
+    """The filesystem path of a URI (`file:/a/b`, `file:///a/b`, `hdfs://nn/a`) or plain path,
+    unescaped, without a trailing slash."""
+    parts = urlsplit(uri_or_path)
+    path = unquote(parts.path) if parts.scheme else uri_or_path
+    return path.rstrip("/") or "/"
+
+
+def relative_to(root: str, file_path: str) -> str | None:
+    """`file_path` relative to `root` (both URIs or paths), or None when it is not under root."""
+    root_path, path = path_of(root), path_of(file_path)
+    prefix = root_path if root_path.endswith("/") else root_path + "/"
+    if not path.startswith(prefix):
+        return None
+    return path[len(prefix):]
+
+
+def is_data_file(relative_path: str) -> bool:
+    return not any(is_hidden_name(part) for part in relative_path.split("/"))
+
+
+def data_files(root: str, listing: Iterable[tuple[str, int] | tuple[str, int, int]]) -> tuple[DataFile, ...]:
+    """Data files among `listing` ((path, size[, modified_ms]) with absolute paths or URIs),
+    relative to `root`, hidden ones and ones outside root dropped, sorted by path."""
+    files: list[DataFile] = []
+    for entry in listing:
+        relative = relative_to(root, entry[0])
+        if relative is None or not relative or not is_data_file(relative):
+            continue
+        modified_ms = int(entry[2]) if len(entry) > 2 else 0
+        files.append(DataFile(relative, int(entry[1]), modified_ms))
+    return tuple(sorted(files, key=lambda data_file: data_file.relative_path))
+
+
+def content_snapshot_id(files: Iterable[DataFile]) -> str:
+    """Hash over the sorted (relative path, size) pairs; order of `files` does not matter."""
+    digest = hashlib.sha256()
+    for relative_path, size in sorted((f.relative_path, f.size) for f in files):
+        digest.update(f"{relative_path}\t{size}\n".encode())
+    return digest.hexdigest()[:SNAPSHOT_ID_HEX_CHARS]
+
+
+def partition_of(relative_path: str) -> dict[str, str | None]:
+    """The partition values a file's directories name (`dt=2024/x.parquet` → {"dt": "2024"})."""
+    values: dict[str, str | None] = {}
+    for part in relative_path.split("/")[:-1]:
+        key, sep, value = part.partition("=")
+        if not sep:
+            continue
+        unescaped = unquote(value)
+        values[unquote(key)] = None if unescaped == HIVE_DEFAULT_PARTITION else unescaped
+    return values
+
+
+def partitions_written(files: Iterable[DataFile], since_ms: int | None = None) -> tuple[dict[str, str | None], ...]:
+    """Distinct partitions of the files modified at or after `since_ms` (all files when None),
+    sorted; empty for an unpartitioned dataset."""
+    seen: dict[str, dict[str, str | None]] = {}
+    for data_file in files:
+        if since_ms is not None and data_file.modified_ms < since_ms:
+            continue
+        values = partition_of(data_file.relative_path)
+        if values:
+            seen[json.dumps(values, sort_keys=True)] = values
+    return tuple(seen[key] for key in sorted(seen))
+
+
+def content_snapshot(
+    files: Sequence[DataFile],
+    written_since_ms: int | None = None,
+    with_partitions: bool = False,
+    batch_id: int | None = None,
+) -> Snapshot:
+    """The content snapshot of a listing; for outputs (`with_partitions`) also the partitions
+    written since `written_since_ms`."""
+    partitions = partitions_written(files, written_since_ms) if with_partitions else None
+    return Snapshot(content_snapshot_id(files), "content", batch_id=batch_id, partitions=partitions)
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def parse_offset(offset: Any) -> Any:
+    """Offsets as Spark reports them in a progress: usually a JSON string; kept as parsed JSON
+    when it parses, else as the raw string."""
+    if not isinstance(offset, str):
+        return offset
+    try:
+        return json.loads(offset)
+    except ValueError:
+        return offset
+
+
+def stream_offsets_snapshot(source: str, start_offset: Any, end_offset: Any, batch_id: int) -> Snapshot:
+    """What one micro-batch consumed from one source: its id hashes the source and both offsets,
+    so replaying the same range (same checkpoint) gives the same id."""
+    start, end = parse_offset(start_offset), parse_offset(end_offset)
+    material = _canonical_json({"source": source, "start": start, "end": end})
+    snapshot_id = hashlib.sha256(material.encode()).hexdigest()[:SNAPSHOT_ID_HEX_CHARS]
+    return Snapshot(snapshot_id, "stream-offsets", batch_id=batch_id, start_offset=start, end_offset=end, has_offsets=True)
+
+
+def sink_batch_snapshot(query_id: str, batch_id: int) -> Snapshot:
+    """A streaming sink whose content we cannot see (foreachBatch, console, memory, Kafka)."""
+    return Snapshot(f"{query_id}:{batch_id}", "sink-batch", batch_id=batch_id)
+
+
+def table_version_snapshot(kind: str, version: int | str) -> Snapshot:
+    """A table format's own version (Delta version, Iceberg snapshot id)."""
+    if kind not in ("delta", "iceberg"):
+        raise ValueError(f"not a versioned table format: {kind!r}")
+    return Snapshot(str(version), kind)
+
+
+def file_sink_log_files(log_entries: Sequence[tuple[int, str]], upto_batch: int) -> list[tuple[str, int]]:
+    """Committed files of a streaming file sink after batch `upto_batch`, from its
+    `_spark_metadata` log: (batch id, file text) pairs. Spark compacts every N batches into a
+    `N.compact` file holding all files so far; later batches each add their own. Lines are
+    'v1' then one JSON entry per file (`path`, `size`, `action`)."""
+    relevant = sorted((batch, text) for batch, text in log_entries if batch <= upto_batch)
+    files: dict[str, int] = {}
+    for _batch, text in relevant:
+        for line in text.splitlines()[1:]:
+            if not line.strip():
+                continue
+            entry = json.loads(line)
+            if entry.get("isDir"):
+                continue
+            if entry.get("action", "add") == "delete":
+                files.pop(entry["path"], None)
+            else:
+                files[entry["path"]] = int(entry["size"])
+    return sorted(files.items())
+
+
+def file_sink_batch_snapshot(location: str, log_entries: Sequence[tuple[int, str]], batch_id: int) -> Snapshot:
+    """The content snapshot of a streaming file sink after `batch_id`, with the partitions that
+    batch itself wrote; the id equals what a later batch read of the sink's directory computes
+    (Spark reads such a directory through the same log)."""
+    committed = data_files(location, file_sink_log_files(log_entries, batch_id))
+    before = set(data_files(location, file_sink_log_files(log_entries, batch_id - 1))) if batch_id > 0 else set()
+    own_files = [data_file for data_file in committed if data_file not in before]
+    return Snapshot(
+        content_snapshot_id(committed), "content", batch_id=batch_id, partitions=partitions_written(own_files)
+    )
+
+
+def snapshot_facet(snapshot: Snapshot, producer: str) -> dict[str, Any]:
+    """The `snapshot` dataset facet (nulls dropped, offsets kept even when null)."""
+    facet: dict[str, Any] = {
+        "_producer": producer,
+        "_schemaURL": SNAPSHOT_SCHEMA_URL,
+        "snapshotId": snapshot.snapshot_id,
+        "kind": snapshot.kind,
+    }
+    if snapshot.batch_id is not None:
+        facet["batchId"] = snapshot.batch_id
+    if snapshot.partitions is not None:
+        facet["partitions"] = [dict(values) for values in snapshot.partitions]
+    if snapshot.has_offsets:
+        facet["startOffset"] = snapshot.start_offset
+        facet["endOffset"] = snapshot.end_offset
+    return facet
+
+
+def version_facet(snapshot: Snapshot, producer: str) -> dict[str, Any]:
+    """The standard `version` dataset facet carrying the same id."""
+    return {
+        "_producer": producer,
+        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet",
+        "datasetVersion": snapshot.snapshot_id,
+    }
+
+
+def dataset_facets(snapshot: Snapshot | None, producer: str) -> dict[str, dict[str, Any]]:
+    """`{"snapshot": ..., "version": ...}` to merge into a dataset's facets; empty when unknown."""
+    if snapshot is None:
+        return {}
+    return {"snapshot": snapshot_facet(snapshot, producer), "version": version_facet(snapshot, producer)}
+
+
+@attrs.frozen
+class MicroBatch:
+    batch_id: int
+    query_id: str
+    run_id: str
+    num_input_rows: int
+    checkpoint_location: str | None = None
+    duration_ms: int | None = None
+
+
+def micro_batch_facet(batch: MicroBatch, producer: str) -> dict[str, Any]:
+    facet: dict[str, Any] = {
+        "_producer": producer,
+        "_schemaURL": MICRO_BATCH_SCHEMA_URL,
+        "batchId": batch.batch_id,
+        "queryId": batch.query_id,
+        "runId": batch.run_id,
+        "numInputRows": max(batch.num_input_rows, 0),
+    }
+    if batch.checkpoint_location is not None:
+        facet["checkpointLocation"] = batch.checkpoint_location
+    if batch.duration_ms is not None:
+        facet["durationMs"] = max(batch.duration_ms, 0)
+    return facet
