@@ -138,10 +138,10 @@ def _order_layers(ids: Sequence[str], edges: Sequence[tuple[str, str]], rank: di
         neighbours[source].append(target)
         neighbours[target].append(source)
     for _ in range(BARYCENTER_SWEEPS):
-        for index, layer in enumerate(layers):
+        for index, layer in enumerate(list(layers)):
             row_of = {node_id: row for other in layers if other is not layer for row, node_id in enumerate(other)}
-            layer.sort(key=lambda node_id: _barycenter(node_id, neighbours, row_of, layer.index(node_id)))
-            layers[index] = layer
+            current = {node_id: row for row, node_id in enumerate(layer)}
+            layers[index] = sorted(layer, key=lambda node_id: _barycenter(node_id, neighbours, row_of, current[node_id]))
     return layers
 
 

@@ -1,0 +1,159 @@
+"""`python -m consumer lineage ...`: the lineage-store questions on the command line, printed as tables.
+
+    lineage upstream TABLE [--depth N]            tables a table is derived from, with the jobs between
+    lineage downstream TABLE [--depth N]          tables derived from a table
+    lineage columns TABLE COLUMN [--downstream] [--direct-only] [--depth N]
+    lineage snapshots TABLE SNAPSHOT [--downstream] [--depth N]
+    lineage correction-plan TABLE SNAPSHOT        what to roll back and restart after a bad snapshot
+    lineage aligned-start TABLE [TABLE ...]       newest mutually consistent snapshots to start a job from
+    lineage graph NODE_ID [--format svg|dot] [--depth N] [--output FILE]
+
+TABLE is dataset:NAMESPACE:NAME, NAMESPACE:NAME, or an unambiguous name / database.table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from consumer.query import lineage_store as ls
+from consumer.query.errors import QueryError
+from consumer.query.render import to_dot, to_svg
+
+
+def main(argv: Sequence[str], store: Any, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    parser = _parser()
+    args = parser.parse_args(list(argv))
+    try:
+        args.run(args, store, out)
+    except QueryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m consumer lineage", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the raw JSON answer instead of tables")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("upstream", "downstream"):
+        command = commands.add_parser(name, help=f"{name} tables of TABLE")
+        command.add_argument("table")
+        command.add_argument("--depth", type=int, default=20)
+        command.set_defaults(run=_tables, direction=name)
+    command = commands.add_parser("columns", help="where a column comes from (or goes with --downstream)")
+    command.add_argument("table")
+    command.add_argument("column")
+    command.add_argument("--downstream", action="store_true")
+    command.add_argument("--direct-only", action="store_true")
+    command.add_argument("--depth", type=int, default=20)
+    command.set_defaults(run=_columns)
+    command = commands.add_parser("snapshots", help="snapshots TABLE@SNAPSHOT derives from (or --downstream)")
+    command.add_argument("table")
+    command.add_argument("snapshot")
+    command.add_argument("--downstream", action="store_true")
+    command.add_argument("--depth", type=int, default=20)
+    command.set_defaults(run=_snapshots)
+    command = commands.add_parser("correction-plan", help="what to roll back and restart after a bad snapshot")
+    command.add_argument("table")
+    command.add_argument("snapshot")
+    command.add_argument("--depth", type=int, default=30)
+    command.set_defaults(run=_correction)
+    command = commands.add_parser("aligned-start", help="newest mutually consistent snapshots of the tables")
+    command.add_argument("tables", nargs="+")
+    command.set_defaults(run=_aligned)
+    command = commands.add_parser("graph", help="a node's lineage as SVG or DOT")
+    command.add_argument("node_id")
+    command.add_argument("--format", choices=("svg", "dot"), default="dot")
+    command.add_argument("--depth", type=int, default=5)
+    command.add_argument("--output", help="write to this file instead of stdout")
+    command.set_defaults(run=_graph)
+    return parser
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A plain aligned text table."""
+    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(value.ljust(widths[i]) for i, value in enumerate(row)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _emit(args: argparse.Namespace, out: TextIO, answer: dict, title: str, rows: list, headers: list[str]) -> None:
+    if args.json:
+        print(json.dumps(answer, indent=2), file=out)
+        return
+    print(title, file=out)
+    print(table(rows, headers) if rows else "(none)", file=out)
+
+
+def _name(ref: dict | None) -> str:
+    return "" if ref is None else f"{ref['namespace']}:{ref['name']}"
+
+
+def _tables(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    answer = ls.table_lineage(store, args.table, args.direction, args.depth)
+    rows = [(e["depth"], _name(e["from"]), _name(e["job"]), _name(e["to"])) for e in answer["edges"]]
+    title = f"{args.direction} of {_name(answer['table'])} ({len(answer['tables'])} tables, depth {args.depth})"
+    _emit(args, out, answer, title, rows, ["depth", "from table", "job", "to table"])
+
+
+def _field(ref: dict) -> str:
+    return f"{ref['namespace']}:{ref['dataset']}.{ref['field']}"
+
+
+def _columns(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    direction = "downstream" if args.downstream else "upstream"
+    answer = ls.column_lineage(store, args.table, args.column, direction, args.depth, args.direct_only)
+    rows = [
+        (e["depth"], _field(e["from"]), _field(e["to"]), e["transformation"]["type"], e["transformation"]["subtype"],
+         e["transformation"]["description"], "yes" if e["transformation"]["masking"] else "", e["job"]["name"])
+        for e in answer["edges"]
+    ]
+    title = f"{direction} of column {_field(answer['column'])}" + (" (DIRECT only)" if args.direct_only else "")
+    _emit(args, out, answer, title, rows, ["depth", "from column", "to column", "type", "subtype", "description", "masking", "job"])
+
+
+def _snapshots(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    direction = "downstream" if args.downstream else "upstream"
+    answer = ls.snapshot_lineage(store, args.table, args.snapshot, direction, args.depth)
+    rows = [(x["depth"], _name(x["from"]), x["from"]["snapshot"], x["job"]["name"], x["batchId"], _name(x["to"]), x["to"]["snapshot"])
+            for x in answer["steps"]]
+    title = f"{direction} snapshots of {_name(answer['table'])} @ {args.snapshot}"
+    _emit(args, out, answer, title, rows, ["depth", "from table", "snapshot", "job", "batch", "to table", "snapshot"])
+
+
+def _correction(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    answer = ls.correction_plan(store, args.table, args.snapshot, args.depth)
+    if args.json:
+        print(json.dumps(answer, indent=2), file=out)
+        return
+    print(f"bad snapshot {args.snapshot} of {_name(answer['table'])}; roll it back to: {answer['rollBackTableTo'] or '(nothing older)'}", file=out)
+    print(table([(_name(t), ", ".join(t["derivedSnapshots"]), t["rollBackTo"] or "(nothing older)") for t in answer["tables"]],
+                ["downstream table", "derived (bad) snapshots", "roll back to"]) if answer["tables"] else "(no downstream tables)", file=out)
+    print(file=out)
+    print(table([(_name(j), j["restartFromBatch"], j["runId"]) for j in answer["jobs"]], ["job", "restart from batch", "run"])
+          if answer["jobs"] else "(no jobs to restart)", file=out)
+
+
+def _aligned(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    answer = ls.aligned_start(store, args.tables)
+    title = "aligned start" + ("" if answer["consistent"] else ": no mutually consistent set of snapshots")
+    _emit(args, out, answer, title, [(_name(x), x["snapshot"], x["createdAt"]) for x in answer["snapshots"]],
+          ["table", "start from snapshot", "created at"])
+
+
+def _graph(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    picture = ls.picture(store, args.node_id, args.depth)
+    text = to_svg(picture) if args.format == "svg" else to_dot(picture)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(f"wrote {len(picture.nodes)} nodes to {args.output}", file=out)
+    else:
+        out.write(text)

@@ -1,0 +1,360 @@
+"""The lineage questions Marquez cannot answer, as plain dicts (served under /api/v1/lineage-store and
+printed by `python -m consumer lineage ...`):
+
+- tables up/downstream of a table, transitive, with the job of every step;
+- where a column's values come from / go, transitive, each edge with its transformation (DIRECT only on demand);
+- snapshots a (table, snapshot) was derived from / that derive from it, with job and batch of every step;
+- a data correction plan for a bad (table, snapshot);
+- an aligned start: the newest mutually consistent snapshots of a set of tables (Paimon's job_startup);
+- any of these as a picture (DOT / SVG).
+
+Tables are named as `namespace:name` node parts or by a `dataset:NS:NAME` node id; see `resolve_dataset`.
+Snapshots match by exact snapshot id: a snapshot derives from the input snapshots of the same run and batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from consumer.query import graph
+from consumer.query.db import check_depth, iso, reading
+from consumer.query.errors import BadParameter, NotFound
+from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
+from consumer.query.render import GraphEdge, GraphNode, Picture
+from consumer.store import schema as s
+
+ALIGNED_CANDIDATES = 50  # newest snapshots per table considered by aligned_start
+ALIGNED_DEPTH = 30
+
+
+def resolve_dataset(conn: Connection, table: str) -> int:
+    """A dataset's row id from `dataset:NS:NAME`, `NS:NAME`, or a bare name / Paimon `database.table`
+    when that is unambiguous."""
+    text = table if table.startswith("dataset:") else None
+    if text is None and ":" in table:
+        text = f"dataset:{table}"
+    if text is not None:
+        node = parse_node_id(text)
+        if node.kind == "dataset":
+            found = conn.execute(
+                select(s.datasets.c.id).join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
+                .where(s.namespaces.c.name == node.namespace, s.datasets.c.name == node.name)
+            ).scalar()
+            if found is not None:
+                return found
+    by_name = list(conn.execute(select(s.datasets.c.id).where(s.datasets.c.name == table)).scalars())
+    if not by_name and "." in table:
+        database, _, name = table.rpartition(".")
+        by_name = list(conn.execute(
+            select(s.datasets.c.id).where(s.datasets.c.database_name == database, s.datasets.c.table_name == name)
+        ).scalars())
+    if len(by_name) == 1:
+        return by_name[0]
+    if len(by_name) > 1:
+        raise BadParameter(f"table {table!r} is ambiguous ({len(by_name)} datasets); give it as dataset:NAMESPACE:NAME")
+    raise NotFound(f"table {table!r} not found")
+
+
+def _dataset_ref(names: dict[int, tuple[str, str]], row_id: int | None) -> dict | None:
+    if row_id is None:
+        return None
+    namespace, name = names[row_id]
+    return {"namespace": namespace, "name": name, "nodeId": dataset_id(namespace, name)}
+
+
+def _job_ref(names: dict[int, tuple[str, str]], row_id: int) -> dict:
+    namespace, name = names[row_id]
+    return {"namespace": namespace, "name": name, "nodeId": job_id(namespace, name)}
+
+
+# ---------------------------------------------------------------- tables
+
+
+def table_lineage(store: Any, table: str, direction: str, depth: int) -> dict:
+    check_depth(depth)
+    upstream = _direction(direction)
+    with reading(store) as conn:
+        start = resolve_dataset(conn, table)
+        edges = graph.table_edges(conn, start, depth, upstream)
+        datasets = graph.names(conn, s.datasets, [start] + [e.input_dataset for e in edges] + [e.output_dataset for e in edges])
+        jobs = graph.names(conn, s.jobs, [e.job_id for e in edges])
+    reached: dict[int, int] = {}
+    for e in edges:
+        other = e.input_dataset if upstream else e.output_dataset
+        if other is not None and other != start:
+            reached[other] = min(reached.get(other, e.depth), e.depth)
+    return {
+        "table": _dataset_ref(datasets, start),
+        "direction": direction,
+        "depth": depth,
+        "tables": sorted(({**_dataset_ref(datasets, d), "distance": dist} for d, dist in reached.items()),
+                         key=lambda t: (t["distance"], t["nodeId"])),
+        "edges": [
+            {"from": _dataset_ref(datasets, e.input_dataset), "job": _job_ref(jobs, e.job_id),
+             "to": _dataset_ref(datasets, e.output_dataset), "depth": e.depth}
+            for e in edges
+        ],
+    }
+
+
+def _direction(direction: str) -> bool:
+    if direction not in ("upstream", "downstream"):
+        raise BadParameter(f"direction={direction!r}: expected upstream or downstream")
+    return direction == "upstream"
+
+
+# ---------------------------------------------------------------- columns
+
+
+def column_lineage(store: Any, table: str, column: str, direction: str, depth: int, direct_only: bool) -> dict:
+    check_depth(depth)
+    upstream = _direction(direction)
+    with reading(store) as conn:
+        dataset = resolve_dataset(conn, table)
+        start = conn.execute(
+            select(s.dataset_fields.c.id).where(s.dataset_fields.c.dataset_id == dataset, s.dataset_fields.c.name == column)
+        ).scalar()
+        if start is None:
+            raise NotFound(f"column {column!r} not found in table {table!r}")
+        edges = graph.field_edges(conn, [start], depth, upstream, direct_only)
+        fields = graph.describe_fields(conn, [start] + [e.input_field for e in edges] + [e.output_field for e in edges])
+        jobs = graph.names(conn, s.jobs, [e.job_id for e in edges])
+    return {
+        "column": _field_ref(fields[start]),
+        "direction": direction,
+        "depth": depth,
+        "directOnly": direct_only,
+        "edges": [
+            {
+                "from": _field_ref(fields[e.input_field]),
+                "to": _field_ref(fields[e.output_field]),
+                "transformation": {"type": e.type, "subtype": e.subtype, "description": e.description or "", "masking": e.masking},
+                "job": _job_ref(jobs, e.job_id),
+                "depth": e.depth,
+            }
+            for e in edges
+        ],
+    }
+
+
+def _field_ref(f: graph.FieldInfo) -> dict:
+    return {"namespace": f.namespace, "dataset": f.dataset, "field": f.field, "nodeId": field_id(f.namespace, f.dataset, f.field)}
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+def snapshot_lineage(store: Any, table: str, snapshot: str, direction: str, depth: int) -> dict:
+    check_depth(depth)
+    upstream = _direction(direction)
+    with reading(store) as conn:
+        dataset = resolve_dataset(conn, table)
+        if not graph.snapshot_exists(conn, dataset, snapshot):
+            raise NotFound(f"snapshot {snapshot!r} of table {table!r} not found")
+        steps = graph.snapshot_steps(conn, dataset, snapshot, depth, upstream)
+        datasets = graph.names(conn, s.datasets, [dataset] + [x.input_dataset for x in steps] + [x.output_dataset for x in steps])
+        jobs = graph.names(conn, s.jobs, [x.job_id for x in steps])
+        runs = _run_uuids(conn, [x.run_id for x in steps])
+    return {
+        "table": _dataset_ref(datasets, dataset),
+        "snapshot": snapshot,
+        "direction": direction,
+        "depth": depth,
+        "steps": [_step(x, datasets, jobs, runs) for x in steps],
+    }
+
+
+def _step(x: graph.SnapshotStep, datasets: dict, jobs: dict, runs: dict) -> dict:
+    return {
+        "from": {**_dataset_ref(datasets, x.input_dataset), "snapshot": x.input_snapshot},
+        "job": _job_ref(jobs, x.job_id),
+        "runId": runs[x.run_id],
+        "batchId": x.barrier_id,
+        "to": {**_dataset_ref(datasets, x.output_dataset), "snapshot": x.output_snapshot},
+        "createdAt": iso(x.created_at),
+        "depth": x.depth,
+    }
+
+
+def _run_uuids(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    return dict(conn.execute(select(s.runs.c.id, s.runs.c.uuid).where(s.runs.c.id.in_(ids))).tuples().all())
+
+
+def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> dict:
+    """For a bad (table, snapshot): each downstream table with the snapshots derived from it and the last
+    snapshot written before them that is not derived from it (where to roll back to), and each job with
+    the first batch that consumed bad data (where to restart from)."""
+    check_depth(depth)
+    with reading(store) as conn:
+        dataset = resolve_dataset(conn, table)
+        if not graph.snapshot_exists(conn, dataset, snapshot):
+            raise NotFound(f"snapshot {snapshot!r} of table {table!r} not found")
+        steps = graph.snapshot_steps(conn, dataset, snapshot, depth, upstream=False)
+        affected: dict[int, dict[str, Any]] = defaultdict(dict)
+        for x in steps:
+            known = affected[x.output_dataset].get(x.output_snapshot)
+            affected[x.output_dataset][x.output_snapshot] = min(known, x.created_at) if known else x.created_at
+        rollback = {}
+        for target, snaps in affected.items():
+            rollback[target] = graph.last_snapshot_before(conn, target, snaps, min(snaps.values()))
+        root_created = _snapshot_created(conn, dataset, snapshot)
+        root_rollback = graph.last_snapshot_before(conn, dataset, [snapshot], root_created) if root_created else None
+        datasets = graph.names(conn, s.datasets, [dataset, *affected, *(x.input_dataset for x in steps)])
+        jobs = graph.names(conn, s.jobs, [x.job_id for x in steps])
+        runs = _run_uuids(conn, [x.run_id for x in steps])
+    restarts: dict[int, graph.SnapshotStep] = {}
+    for x in steps:
+        if x.job_id not in restarts or x.barrier_id < restarts[x.job_id].barrier_id:
+            restarts[x.job_id] = x
+    return {
+        "table": _dataset_ref(datasets, dataset),
+        "badSnapshot": snapshot,
+        "rollBackTableTo": root_rollback[0] if root_rollback else None,
+        "tables": sorted(
+            (
+                {
+                    **_dataset_ref(datasets, target),
+                    "derivedSnapshots": sorted(snaps, key=lambda snap: (snaps[snap], snap)),
+                    "rollBackTo": rollback[target][0] if rollback[target] else None,
+                    "rollBackToCreatedAt": iso(rollback[target][1]) if rollback[target] else None,
+                }
+                for target, snaps in affected.items()
+            ),
+            key=lambda t: t["nodeId"],
+        ),
+        "jobs": sorted(
+            ({**_job_ref(jobs, job), "restartFromBatch": x.barrier_id, "runId": runs[x.run_id],
+              "firstBadInput": {**_dataset_ref(datasets, x.input_dataset), "snapshot": x.input_snapshot}}
+             for job, x in restarts.items()),
+            key=lambda j: j["nodeId"],
+        ),
+        "steps": [_step(x, datasets, jobs, runs) for x in steps],
+    }
+
+
+def _snapshot_created(conn: Connection, dataset: int, snapshot: str) -> Any:
+    return conn.execute(
+        select(s.snapshot_lineage.c.created_at).where(
+            s.snapshot_lineage.c.dataset_id == dataset, s.snapshot_lineage.c.snapshot_id == snapshot
+        ).order_by(s.snapshot_lineage.c.created_at).limit(1)
+    ).scalar()
+
+
+def aligned_start(store: Any, tables: Sequence[str]) -> dict:
+    """The newest snapshots of `tables`, one each, that are mutually consistent: wherever two of them derive
+    from the same upstream table, they derive from the same snapshot of it (and a table that is upstream
+    of another is taken at the snapshot the other derives from)."""
+    if not tables:
+        raise BadParameter("aligned start needs at least one table")
+    with reading(store) as conn:
+        ids = [resolve_dataset(conn, t) for t in tables]
+        candidates: list[list[tuple[str, Any, dict[int, set[str]]]]] = []
+        for dataset in ids:
+            produced = graph.produced_snapshots(conn, dataset, ALIGNED_CANDIDATES)
+            upstream = graph.upstream_snapshot_sets(conn, dataset, [p[0] for p in produced], ALIGNED_DEPTH)
+            candidates.append([(snap, created, upstream.get(snap, {dataset: {snap}})) for snap, created, *_ in produced])
+        datasets = graph.names(conn, s.datasets, ids)
+    choice = _newest_consistent(candidates)
+    result = {"tables": [_dataset_ref(datasets, d) for d in ids], "consistent": choice is not None, "snapshots": []}
+    if choice is not None:
+        result["snapshots"] = [
+            {**_dataset_ref(datasets, d), "snapshot": snap, "createdAt": iso(created)}
+            for d, (snap, created, _) in zip(ids, choice)
+        ]
+    return result
+
+
+def _newest_consistent(candidates: list[list[tuple[str, Any, dict[int, set[str]]]]]) -> list | None:
+    """Depth-first over the tables, newest candidate first, so the first full assignment is the newest
+    on the earliest tables; backtracks on conflicts."""
+    chosen: list = []
+
+    def consistent(upstream: dict[int, set[str]]) -> bool:
+        for _, _, other in chosen:
+            for dataset, snaps in upstream.items():
+                if dataset in other and not (snaps & other[dataset]):
+                    return False
+        return True
+
+    def search(index: int) -> bool:
+        if index == len(candidates):
+            return True
+        for candidate in candidates[index]:
+            if consistent(candidate[2]):
+                chosen.append(candidate)
+                if search(index + 1):
+                    return True
+                chosen.pop()
+        return False
+
+    return list(chosen) if search(0) else None
+
+
+# ---------------------------------------------------------------- pictures
+
+
+def picture(store: Any, node_text: str, depth: int, kind: str = "table") -> Picture:
+    """The graph around a node: tables and jobs (dataset/job node ids) or columns (datasetField ids), both directions."""
+    check_depth(depth)
+    node = parse_node_id(node_text)
+    if node.kind == "datasetField":
+        return _column_picture(store, node, depth)
+    if node.kind == "job":
+        with reading(store) as conn:
+            outputs = conn.execute(
+                select(s.job_io.c.dataset_id).join(s.jobs, s.jobs.c.id == s.job_io.c.job_id)
+                .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
+                .where(s.namespaces.c.name == node.namespace, s.jobs.c.name == node.name)
+            ).scalars().all()
+            if not outputs:
+                raise NotFound(f"job '{node.name}' not found in namespace '{node.namespace}' (or it has no datasets)")
+        tables = [f"dataset:{n}:{m}" for n, m in _names_of(store, outputs)]
+    elif node.kind == "dataset":
+        tables = [node_text]
+    else:
+        raise BadParameter(f"nodeId {node_text!r}: pictures take dataset, datasetField or job nodes")
+    nodes: dict[str, GraphNode] = {}
+    edges: set[GraphEdge] = set()
+    for table in tables:
+        for direction in ("upstream", "downstream"):
+            answer = table_lineage(store, table, direction, depth)
+            start = answer["table"]
+            nodes[start["nodeId"]] = GraphNode(start["nodeId"], start["name"], "DATASET", highlight=node.kind == "dataset")
+            for e in answer["edges"]:
+                j = e["job"]
+                nodes.setdefault(j["nodeId"], GraphNode(j["nodeId"], j["name"], "JOB", highlight=j["nodeId"] == node_text))
+                for end in (e["from"], e["to"]):
+                    if end:
+                        nodes.setdefault(end["nodeId"], GraphNode(end["nodeId"], end["name"], "DATASET"))
+                if e["from"]:
+                    edges.add(GraphEdge(e["from"]["nodeId"], j["nodeId"]))
+                edges.add(GraphEdge(j["nodeId"], e["to"]["nodeId"]))
+    return Picture(tuple(sorted(nodes.values(), key=lambda n: n.id)), tuple(sorted(edges, key=lambda e: (e.source, e.target))))
+
+
+def _names_of(store: Any, dataset_ids: Sequence[int]) -> list[tuple[str, str]]:
+    with reading(store) as conn:
+        return sorted(graph.names(conn, s.datasets, dataset_ids).values())
+
+
+def _column_picture(store: Any, node: Any, depth: int) -> Picture:
+    nodes: dict[str, GraphNode] = {}
+    edges: set[GraphEdge] = set()
+    table = f"dataset:{node.namespace}:{node.name}"
+    for direction in ("upstream", "downstream"):
+        answer = column_lineage(store, table, node.field, direction, depth, direct_only=False)
+        start = answer["column"]
+        nodes[start["nodeId"]] = GraphNode(start["nodeId"], f"{start['dataset']}.{start['field']}", "FIELD", highlight=True)
+        for e in answer["edges"]:
+            for end in (e["from"], e["to"]):
+                nodes.setdefault(end["nodeId"], GraphNode(end["nodeId"], f"{end['dataset']}.{end['field']}", "FIELD"))
+            t = e["transformation"]
+            edges.add(GraphEdge(e["from"]["nodeId"], e["to"]["nodeId"], "/".join(p for p in (t["type"], t["subtype"]) if p)))
+    return Picture(tuple(sorted(nodes.values(), key=lambda n: n.id)), tuple(sorted(edges, key=lambda e: (e.source, e.target, e.label))))
