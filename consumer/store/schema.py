@@ -83,7 +83,7 @@ jobs = Table(
     Column("facets", Json, nullable=False),
     # Hash of the job's sorted inputs and outputs (never the run id).
     Column("current_version", String(64)),
-    Column("latest_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL", use_alter=True)),
+    Column("latest_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL", use_alter=True, name="fk_jobs_latest_run")),
     Column("parent_job_id", Id, ForeignKey("jobs.id", ondelete="SET NULL")),
     Column("created_at", Time, nullable=False),
     Column("updated_at", Time, nullable=False),

@@ -1,1 +1,84 @@
-"""Placeholder: filled in by its owner."""
+"""Real databases for the consumer's store: `sqlite_store` (a file in tmp_path),
+`postgres_store` (a fresh schema in a database created for this test session in the
+PostgreSQL at 127.0.0.1:5432, dropped afterwards) and `store`, which runs a test on both —
+the store contract test. `store_url` is the same pair as URLs, for tests that start the CLI."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+POSTGRES_ADMIN_URL = os.environ.get("LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.fixture(scope="session")
+def postgres_database_url() -> Iterator[str]:
+    """A database created for this test session, dropped when it ends."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"lineage_test_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    except OperationalError as error:
+        admin.dispose()
+        pytest.skip(f"PostgreSQL unreachable at {make_url(POSTGRES_ADMIN_URL).host}: {str(error.orig).splitlines()[0]}")
+    yield make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def postgres_url(postgres_database_url: str) -> Iterator[str]:
+    """A URL whose connections live in a fresh schema of the session database."""
+    from sqlalchemy import create_engine, text
+
+    schema = f"t_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(postgres_database_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    yield f"{postgres_database_url}?options=-csearch_path%3D{schema}"
+    with engine.connect() as connection:
+        connection.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    engine.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'lineage.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+def _opened(url: str) -> Iterator[object]:
+    from consumer.store import open_store
+
+    store = open_store(url)
+    yield store
+    store.dispose()
+
+
+@pytest.fixture
+def sqlite_store(sqlite_url: str) -> Iterator[object]:
+    yield from _opened(sqlite_url)
+
+
+@pytest.fixture
+def postgres_store(postgres_url: str) -> Iterator[object]:
+    yield from _opened(postgres_url)
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[object]:
+    yield from _opened(store_url)

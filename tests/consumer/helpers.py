@@ -1,0 +1,72 @@
+"""Helpers for consumer tests: write events through the real validate -> materialize -> store
+path, and dump the derived stores by natural keys (ids differ between databases and rebuilds)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from sqlalchemy import text
+
+from consumer.events import validate
+from consumer.materialize import materialize
+from consumer.store import Store
+
+
+def write_events(store: Store, events: Iterable[dict[str, Any]]) -> int:
+    return store.write([materialize(validate(event)) for event in events])
+
+
+def load_events(path: Path) -> list[dict[str, Any]]:
+    loaded = json.loads(path.read_text())
+    return loaded if isinstance(loaded, list) else [loaded]
+
+
+DUMP_QUERIES = {
+    "datasets": """SELECT n.name, d.name, d.type, d.database_name, d.table_name, d.current_version, d.facets
+                   FROM datasets d JOIN namespaces n ON n.id = d.namespace_id""",
+    "fields": """SELECT d.name, f.name, f.type, f.from_schema FROM dataset_fields f JOIN datasets d ON d.id = f.dataset_id""",
+    "jobs": """SELECT n.name, j.name, j.type, j.current_version, j.facets, r.uuid
+               FROM jobs j JOIN namespaces n ON n.id = j.namespace_id LEFT JOIN runs r ON r.id = j.latest_run_id""",
+    "runs": """SELECT r.uuid, j.name, r.run_seq, r.state, r.started_at, r.ended_at, r.facets, r.parent_run_uuid
+               FROM runs r JOIN jobs j ON j.id = r.job_id""",
+    "run_states": """SELECT r.uuid, s.event_type, s.state, s.transitioned_at FROM run_states s JOIN runs r ON r.id = s.run_id""",
+    "job_io": """SELECT j.name, d.name, io.direction, io.first_seen, io.last_seen, r.uuid
+                 FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
+                 LEFT JOIN runs r ON r.id = io.last_run_id""",
+    "column_lineage": """SELECT od.name, of.name, id.name, inf.name, c.transformation_type, c.transformation_subtype,
+                                c.masking, j.name, r.uuid, c.first_seen, c.last_seen
+                         FROM column_lineage c JOIN datasets od ON od.id = c.output_dataset_id
+                         LEFT JOIN dataset_fields of ON of.id = c.output_field_id
+                         JOIN datasets id ON id.id = c.input_dataset_id JOIN dataset_fields inf ON inf.id = c.input_field_id
+                         JOIN jobs j ON j.id = c.job_id LEFT JOIN runs r ON r.id = c.last_run_id""",
+    "snapshot_lineage": """SELECT r.uuid, j.name, s.barrier_id, d.name, s.direction, s.snapshot_id, s.kind, s.partitions, s.created_at
+                           FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id JOIN jobs j ON j.id = s.job_id
+                           JOIN datasets d ON d.id = s.dataset_id""",
+    "dataset_versions": """SELECT d.name, v.version, r.uuid FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id
+                           LEFT JOIN runs r ON r.id = v.run_id""",
+}
+
+
+def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
+    """Every derived store as sorted tuples of natural keys and values."""
+    with store.engine.connect() as connection:
+        return {
+            name: sorted((tuple(_plain(value) for value in row) for row in connection.execute(text(query))), key=repr)
+            for name, query in DUMP_QUERIES.items()
+        }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.dumps(json.loads(value), sort_keys=True)
+        except ValueError:
+            return value
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    if hasattr(value, "isoformat"):
+        return value.isoformat() if value.tzinfo is None else value.astimezone(timezone.utc).replace(tzinfo=None).isoformat()
+    return value

@@ -1,0 +1,199 @@
+"""The store contract: every case runs on SQLite and on PostgreSQL (fixture `store`)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import timedelta
+
+from sqlalchemy import text
+
+from tests.consumer.factory import BASE_TIME, batch_write, run_event, table, with_column_lineage
+from tests.consumer.helpers import dump, load_events, write_events
+
+
+def _rows(store, query: str) -> list[tuple]:
+    with store.engine.connect() as connection:
+        return sorted((tuple(row) for row in connection.execute(text(query))), key=repr)
+
+
+def _sorted(rows: list[tuple]) -> list[tuple]:
+    return sorted(rows, key=repr)
+
+
+def _paimon(store, query: str) -> list[tuple]:
+    """The proposal's queries are MySQL/Flink SQL: backticks become double quotes, and SQLite
+    additionally needs the bare `S.table` / `T.table` quoted."""
+    query = query.replace("`", '"')
+    if store.engine.dialect.name == "sqlite":
+        for alias in ("S", "T"):
+            query = query.replace(f"{alias}.table", f'{alias}."table"').replace(f"{alias}.database", f'{alias}."database"')
+    return _rows(store, query)
+
+
+def test_every_shared_sample_ingests_and_reingesting_changes_nothing(store, shared_dir):
+    paths = sorted((shared_dir / "openlineage-samples").glob("*.json")) + [shared_dir / "marquez" / "metadata.json"]
+    events = [event for path in paths for event in load_events(path)]
+
+    stored = write_events(store, events)
+    before = dump(store)
+    again = write_events(store, events)
+
+    assert stored == len({repr(sorted(e.items())) for e in events}) and stored > 100
+    assert again == 0
+    assert dump(store) == before
+    marquez_outputs = _rows(store, "SELECT count(DISTINCT output_dataset_id) FROM column_lineage c "
+                                   "JOIN datasets d ON d.id = c.output_dataset_id JOIN namespaces n ON n.id = d.namespace_id "
+                                   "WHERE n.name = 'food_delivery'")
+    assert marquez_outputs == [(5,)]
+
+
+def _pipeline(run_a: str, run_b: str) -> list[dict]:
+    """job_a: raw.orders + raw.customers -> mart.enriched; job_b: mart.enriched -> mart.daily."""
+    orders = table("raw", "orders", ["id", "customer_id", "amount"], snapshot="orders-v1")
+    customers = table("raw", "customers", ["id", "name"], snapshot="customers-v7")
+    enriched = with_column_lineage(
+        table("mart", "enriched", ["order_id", "name", "amount"], snapshot="enriched-v1"),
+        {"order_id": [(orders, "id")], "name": [(customers, "name")], "amount": [(orders, "amount")]},
+        indirect=[(orders, "customer_id", "JOIN"), (customers, "id", "JOIN")],
+    )
+    daily = with_column_lineage(
+        table("mart", "daily", ["name", "total"], snapshot="daily-v1"),
+        {"name": [(enriched, "name")], "total": [(enriched, "amount")]},
+    )
+    enriched_input = {**enriched, "facets": {k: v for k, v in enriched["facets"].items() if k != "columnLineage"}}
+    return batch_write("app.insert_into.enriched", [orders, customers], enriched, run_id=run_a) + batch_write(
+        "app.insert_into.daily", [enriched_input], daily, run_id=run_b, start=BASE_TIME + timedelta(minutes=1))
+
+
+def test_batch_writes_land_in_table_column_and_data_lineage(store):
+    run_a, run_b = str(uuid.uuid4()), str(uuid.uuid4())
+    write_events(store, _pipeline(run_a, run_b))
+
+    assert _rows(store, "SELECT j.name, d.table_name, io.direction FROM job_io io JOIN jobs j ON j.id = io.job_id "
+                        "JOIN datasets d ON d.id = io.dataset_id") == [
+        ("app.insert_into.daily", "daily", "output"), ("app.insert_into.daily", "enriched", "input"),
+        ("app.insert_into.enriched", "customers", "input"), ("app.insert_into.enriched", "enriched", "output"),
+        ("app.insert_into.enriched", "orders", "input"),
+    ]
+    assert _rows(store, "SELECT od.table_name, ofl.name, idd.table_name, ifl.name, c.transformation_type, c.transformation_subtype "
+                        "FROM column_lineage c JOIN datasets od ON od.id = c.output_dataset_id "
+                        "LEFT JOIN dataset_fields ofl ON ofl.id = c.output_field_id "
+                        "JOIN datasets idd ON idd.id = c.input_dataset_id JOIN dataset_fields ifl ON ifl.id = c.input_field_id "
+                        "WHERE od.table_name = 'enriched'") == _sorted([
+        ("enriched", "amount", "orders", "amount", "DIRECT", "IDENTITY"),
+        ("enriched", "name", "customers", "name", "DIRECT", "IDENTITY"),
+        ("enriched", "order_id", "orders", "id", "DIRECT", "IDENTITY"),
+        ("enriched", None, "orders", "customer_id", "INDIRECT", "JOIN"),
+        ("enriched", None, "customers", "id", "INDIRECT", "JOIN"),
+    ])
+    assert _rows(store, "SELECT r.uuid, s.barrier_id, d.table_name, s.direction, s.snapshot_id FROM snapshot_lineage s "
+                        "JOIN runs r ON r.id = s.run_id JOIN datasets d ON d.id = s.dataset_id") == _sorted([
+        (run_a, 1, "orders", "input", "orders-v1"), (run_a, 1, "customers", "input", "customers-v7"),
+        (run_a, 1, "enriched", "output", "enriched-v1"),
+        (run_b, 1, "enriched", "input", "enriched-v1"), (run_b, 1, "daily", "output", "daily-v1"),
+    ])
+    assert _rows(store, "SELECT uuid, state FROM runs") == _sorted([(run_a, "COMPLETED"), (run_b, "COMPLETED")])
+
+
+def test_paimon_proposal_queries_return_the_lineage(store):
+    write_events(store, _pipeline(str(uuid.uuid4()), str(uuid.uuid4())))
+    # A second run of job_a reads newer snapshots: barrier 2 of the same job.
+    orders = table("raw", "orders", ["id"], snapshot="orders-v2")
+    enriched = table("mart", "enriched", ["order_id"], snapshot="enriched-v2")
+    write_events(store, batch_write("app.insert_into.enriched", [orders], enriched, start=BASE_TIME + timedelta(hours=1)))
+
+    upstream_tables = _paimon(store, """SELECT S.database, S.table FROM source_job_lineage S
+        JOIN sink_job_lineage T ON S.job=T.job where T.`database`='mart' and T.`table`='enriched'""")
+    downstream_tables = _paimon(store, """SELECT T.database, T.table FROM source_job_lineage S
+        JOIN sink_job_lineage T ON S.job=T.job where S.`database`='mart' and S.`table`='enriched'""")
+    upstream_snapshots = _paimon(store, """SELECT S.database, S.table, S.snapshot_id FROM source_snapshot_lineage S
+        JOIN sink_snapshot_lineage T ON S.job=T.job AND S.barrier_id=T.barrier_id
+        where T.`database`='mart' and T.`table`='enriched' and T.snapshot_id='enriched-v2'""")
+    # The proposal's downstream snapshot query names the job views; the snapshot views are meant.
+    downstream_snapshots = _paimon(store, """SELECT T.database, T.table, T.snapshot_id FROM source_snapshot_lineage S
+        JOIN sink_snapshot_lineage T ON S.job=T.job AND S.barrier_id=T.barrier_id
+        where S.`database`='raw' and S.`table`='orders' and S.snapshot_id='orders-v1'""")
+
+    assert upstream_tables == _sorted([("raw", "customers"), ("raw", "orders")])
+    assert downstream_tables == [("mart", "daily")]
+    assert upstream_snapshots == [("raw", "orders", "orders-v2")]
+    assert downstream_snapshots == [("mart", "enriched", "enriched-v1")]
+
+
+def test_column_edge_is_kept_when_the_input_schema_was_never_sent(store):
+    source = {"namespace": "s3://bucket", "name": "landing/events"}
+    output = with_column_lineage(table("mart", "events", ["id"]), {"id": [(source, "event_id")]})
+    write_events(store, batch_write("app.insert_into.events", [source], output))
+
+    assert _rows(store, "SELECT d.name, f.name, f.from_schema FROM dataset_fields f JOIN datasets d ON d.id = f.dataset_id "
+                        "WHERE d.name = 'landing/events'") == [("landing/events", "event_id", False)]
+    assert _rows(store, "SELECT count(*) FROM column_lineage") == [(1,)]
+
+
+def test_out_of_order_and_repeated_events_converge(store):
+    orders = table("raw", "orders", ["id"])
+    output = table("mart", "o", ["id"])
+    start = BASE_TIME
+    outcomes = set()
+    orders_of_arrival = list(itertools.permutations(["START", "RUNNING", "COMPLETE", "COMPLETE"]))
+    for index, arrival in enumerate(orders_of_arrival[:12]):
+        run_id = str(uuid.uuid4())
+        times = {"START": start, "RUNNING": start + timedelta(seconds=2), "COMPLETE": start + timedelta(seconds=9)}
+        events = {kind: run_event(kind, f"job{index}", [orders], [output], run_id=run_id, at=times[kind]) for kind in times}
+        for kind in arrival:  # one batch per event: arrival order really matters
+            write_events(store, [events[kind]])
+        [(state, started, ended, states)] = _rows(
+            store, f"SELECT r.state, r.started_at, r.ended_at, (SELECT count(*) FROM run_states s WHERE s.run_id = r.id) "
+                   f"FROM runs r WHERE r.uuid = '{run_id}'")
+        outcomes.add((state, str(started)[:19], str(ended)[:19], states))
+    assert outcomes == {("COMPLETED", "2026-01-01 00:00:00", "2026-01-01 00:00:09", 3)}
+
+
+def test_fail_after_complete_takes_the_later_terminal_state(store):
+    run_id = str(uuid.uuid4())
+    first = run_event("COMPLETE", "j", [], [], run_id=run_id, at=BASE_TIME)
+    later = run_event("FAIL", "j", [], [], run_id=run_id, at=BASE_TIME + timedelta(seconds=1))
+    write_events(store, [later])
+    write_events(store, [first])
+    assert _rows(store, "SELECT state FROM runs") == [("FAILED",)]
+
+
+def test_delete_table_and_data_lineage_of_a_job(store):
+    write_events(store, _pipeline(str(uuid.uuid4()), str(uuid.uuid4())))
+
+    removed_table = store.delete_table_lineage("app.insert_into.enriched")
+    removed_data = store.delete_data_lineage("app.insert_into.daily")
+
+    assert removed_table == 3 + 5 and removed_data == 2
+    assert _rows(store, "SELECT DISTINCT job FROM source_job_lineage") == [("app.insert_into.daily",)]
+    assert _rows(store, "SELECT DISTINCT job FROM source_snapshot_lineage") == [("app.insert_into.enriched",)]
+
+
+def test_stale_finished_jobs_are_retired_and_running_ones_kept(store):
+    write_events(store, _pipeline(str(uuid.uuid4()), str(uuid.uuid4())))
+    running = run_event("START", "app.stream", [table("raw", "orders", ["id"])], [], run_id=str(uuid.uuid4()),
+                        at=BASE_TIME, streaming=True)
+    write_events(store, [running])
+
+    nothing = store.retire_stale_jobs(timedelta(days=1), now=BASE_TIME + timedelta(hours=1))
+    retired = store.retire_stale_jobs(timedelta(days=1), now=BASE_TIME + timedelta(days=2))
+
+    assert nothing == []
+    assert sorted(retired) == ["app.insert_into.daily", "app.insert_into.enriched"]
+    assert _rows(store, "SELECT DISTINCT job FROM source_job_lineage") == [("app.stream",)]
+
+
+def test_rebuild_from_raw_events_reproduces_the_stores(store):
+    write_events(store, _pipeline(str(uuid.uuid4()), str(uuid.uuid4())))
+    before = dump(store)
+
+    store.clear_derived()
+    assert dump(store)["job_io"] == []
+    from consumer.events import validate
+    from consumer.materialize import materialize
+    import json
+    for chunk in store.raw_payloads(chunk_size=3):
+        store.rebuild([materialize(validate(json.loads(payload))) for payload in chunk])
+
+    assert dump(store) == before
