@@ -1,0 +1,377 @@
+"""Build the dependency graph of a plan: expr id -> [(upstream expr id, transformation)].
+
+One small handler per operator kind (HANDLERS); each reads its node and records, on the shared
+`Graph`, the edges of the attributes the node defines, the leaf columns it exposes, and the
+dataset-level INDIRECT references (JOIN, FILTER, GROUP_BY, SORT) it applies. Nodes whose output
+ids are their children's (Filter, Limit, Repartition...) need no edges: the ids flow through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from attrs import define, field
+
+from emitter.expressions import render, truncate
+from emitter.lineage.dependencies import Reference, Role, initial_role, references, strip_transparent
+from emitter.lineage.model import (
+    DIRECT,
+    FILTER,
+    GROUP_BY,
+    IDENTITY,
+    INDIRECT,
+    JOIN,
+    SORT,
+    TRANSFORMATION,
+    Transformation,
+)
+from emitter.plan import ATTRIBUTE_CLASSES, Attribute, Expr, Node, leaf_key, simple_class
+
+MAX_INLINE_DEPTH = 40
+
+# Operators whose output attributes are exactly (a subset of) their children's: ids flow through.
+PASS_THROUGH = frozenset({
+    "GlobalLimit", "LocalLimit", "Limit", "Offset", "Tail", "Sample", "Repartition",
+    "RepartitionByExpression", "RebalancePartitions", "Distinct", "Deduplicate",
+    "DeduplicateWithinWatermark", "SubqueryAlias", "View", "ResolvedHint", "CollectMetrics",
+    "EventTimeWatermark", "UpdateEventTimeWatermarkColumn", "ReturnAnswer", "WithCTE", "CTERelationDef",
+    "WriteFiles", "Subquery", "OneRowRelation", "LocalLimit", "WithWindowDefinition",
+    "AttachDistributedSequence", "Coalesce", "DeserializeToObject", "SerializeFromObject",
+})
+# Leaf relations: each output attribute is a source column.
+LEAF_RELATIONS = frozenset({
+    "LogicalRelation", "HiveTableRelation", "DataSourceV2Relation", "DataSourceV2ScanRelation",
+    "StreamingRelation", "StreamingRelationV2", "StreamingDataSourceV2Relation",
+    "StreamingDataSourceV2ScanRelation", "StreamingExecutionRelation", "LocalRelation",
+    "LogicalRDD", "Range", "InMemoryRelation", "ExternalRDD", "StreamingRelationExec",
+})
+# Python / script operators whose output is computed from every input column.
+OPAQUE_FUNCTIONS = frozenset({
+    "MapInPandas", "MapInArrow", "PythonMapInArrow", "FlatMapGroupsInPandas", "FlatMapGroupsInArrow",
+    "FlatMapCoGroupsInPandas", "FlatMapCoGroupsInArrow", "FlatMapGroupsInPandasWithState",
+    "ScriptTransformation", "HiveScriptTransformation", "MapPartitions", "MapPartitionsInR",
+    "MapElements", "AppendColumns", "FlatMapGroupsWithState", "TransformWithState",
+})
+CONDITION_HOLDERS = {"Filter": "condition", "Join": "condition"}
+
+
+@define
+class Graph:
+    """Everything the walk needs, filled once by the handlers."""
+
+    cached_plans: Mapping[int, Node] = field(factory=dict)
+    edges: dict[int, list[tuple[int, Transformation]]] = field(factory=dict)
+    leaves: dict[int, tuple[Node, str]] = field(factory=dict)
+    dataset: list[tuple[int, Transformation]] = field(factory=list)
+    relations: list[Node] = field(factory=list)
+    warnings: list[str] = field(factory=list)
+    names: dict[int, str] = field(factory=dict)
+    definitions: dict[int, Expr] = field(factory=dict)
+    join_key_ids: set[int] = field(factory=set)
+    cte_definitions: dict[int, Node] = field(factory=dict)
+    _visited: set[int] = field(factory=set)
+    _texts: dict[int, str] = field(factory=dict)
+    _rendering: set[int] = field(factory=set)
+
+    # ---- building -------------------------------------------------------------------------
+    def add_plan(self, root: Node) -> None:
+        """Record every node of `root` (and of subqueries and cached plans beneath it) once."""
+        # Children before parents, so a node's text can inline the definitions beneath it.
+        fresh = [node for node in reversed(list(root.walk())) if id(node) not in self._visited]
+        self._visited.update(id(node) for node in fresh)
+        for node in fresh:
+            self._prescan(node)
+        for node in fresh:
+            for attribute in node.output:
+                self.names.setdefault(attribute.expr_id, attribute.name)
+            handler = HANDLERS.get(node.cls)
+            if handler is None:
+                handler = _leaf if (not node.children and node.output) else _unknown
+            handler(node, self)
+
+    def _prescan(self, node: Node) -> None:
+        if node.cls == "Join":
+            condition = node.expr("condition")
+            if condition is not None:
+                self.join_key_ids.update(ref.expr_id for ref in references(condition, lambda _: None))
+        if node.cls == "CTERelationDef":
+            cte_id = node.fields.get("id")
+            if isinstance(cte_id, int):
+                self.cte_definitions[cte_id] = node
+
+    def add_edge(self, target: int, source: int, transformation: Transformation) -> None:
+        if target != source:
+            self.edges.setdefault(target, []).append((source, transformation))
+
+    def add_expression(
+        self, target: Attribute | int, expr: Expr, role: Role | None = None, inline: bool = True
+    ) -> None:
+        """`target` is computed by `expr`: an edge per attribute it reads, described by its text.
+
+        With `inline`, later descriptions print `expr` in place of the target's internal name.
+        """
+        target_id = target.expr_id if isinstance(target, Attribute) else target
+        refs = references(expr, self.add_plan, role)
+        bare = strip_transparent(expr)
+        if inline and bare.cls not in ATTRIBUTE_CLASSES:
+            self.definitions.setdefault(target_id, bare)
+        for ref in refs:
+            self.add_edge(target_id, ref.expr_id, self._transformation(ref, expr, target_id))
+
+    def add_dataset(self, expr: Expr, subtype: str, description: str | None = None) -> None:
+        text = description if description is not None else self.text(expr)
+        for ref in references(expr, self.add_plan):
+            self.dataset.append((ref.expr_id, Transformation(INDIRECT, subtype, text, ref.role.masking)))
+
+    def add_leaf(self, node: Node) -> None:
+        if node not in self.relations:
+            self.relations.append(node)
+        for attribute in node.output:
+            self.leaves.setdefault(attribute.expr_id, (node, attribute.name))
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def _transformation(self, ref: Reference, expr: Expr, target_id: int) -> Transformation:
+        role = ref.role
+        if role.type == DIRECT and role.subtype == IDENTITY:
+            source_name = self.names.get(ref.expr_id)
+            target_name = self.names.get(target_id) or (expr.name or "")
+            description = f"{source_name} AS {target_name}" if source_name and source_name != target_name else ""
+            return Transformation(DIRECT, IDENTITY, description, role.masking)
+        return Transformation(role.type, role.subtype, self.text(expr), role.masking)
+
+    # ---- text -----------------------------------------------------------------------------
+    def text(self, expr: Expr) -> str:
+        return truncate(render(expr, self._attribute_text))
+
+    def _attribute_text(self, attribute: Expr) -> str:
+        expr_id = attribute.expr_id
+        if expr_id is None:
+            return str(attribute.name)
+        if expr_id in self._texts:
+            return self._texts[expr_id]
+        definition = self.definitions.get(expr_id)
+        if definition is None or expr_id in self._rendering or len(self._rendering) > MAX_INLINE_DEPTH:
+            return str(attribute.name)
+        self._rendering.add(expr_id)
+        try:
+            text = truncate(render(definition, self._attribute_text))
+        finally:
+            self._rendering.discard(expr_id)
+        self._texts[expr_id] = text
+        return text
+
+
+Handler = Callable[[Node, Graph], None]
+
+
+def _named_expressions(node: Node, field_name: str, graph: Graph) -> None:
+    for expr in node.expr_list(field_name):
+        attribute = expr.attribute()
+        if attribute is None:
+            continue
+        graph.names.setdefault(attribute.expr_id, attribute.name)
+        if expr.cls == "Alias" and expr.children:
+            graph.add_expression(attribute, expr.children[0], initial_role(expr))
+
+
+def _project(node: Node, graph: Graph) -> None:
+    _named_expressions(node, "projectList", graph)
+
+
+def _aggregate(node: Node, graph: Graph) -> None:
+    _named_expressions(node, "aggregateExpressions", graph)
+    for grouping in node.expr_list("groupingExpressions"):
+        graph.add_dataset(grouping, GROUP_BY)
+
+
+def _window(node: Node, graph: Graph) -> None:
+    _named_expressions(node, "windowExpressions", graph)
+
+
+def _filter(node: Node, graph: Graph) -> None:
+    condition = node.expr("condition")
+    if condition is None:
+        return
+    conjuncts = _conjuncts(condition)
+    for conjunct in conjuncts:
+        if not _is_inferred_not_null(conjunct, conjuncts, graph):
+            graph.add_dataset(conjunct, FILTER)
+
+
+def _conjuncts(expr: Expr) -> list[Expr]:
+    if expr.cls == "And":
+        return [part for child in expr.children for part in _conjuncts(child)]
+    return [expr]
+
+
+def _is_inferred_not_null(conjunct: Expr, conjuncts: list[Expr], graph: Graph) -> bool:
+    """`isnotnull(x)` the optimizer infers from a join key or another predicate on `x`."""
+    if conjunct.cls != "IsNotNull" or not conjunct.children:
+        return False
+    target = strip_transparent(conjunct.children[0]).expr_id
+    if target is None:
+        return False
+    if target in graph.join_key_ids:
+        return True
+    return any(
+        other is not conjunct and any(item.expr_id == target for item in other.walk())
+        for other in conjuncts
+    )
+
+
+def _join(node: Node, graph: Graph) -> None:
+    condition = node.expr("condition")
+    if condition is not None:
+        graph.add_dataset(condition, JOIN)
+    join_type = node.fields.get("joinType")
+    if isinstance(join_type, dict) and simple_class(str(join_type.get("product-class", ""))) == "ExistenceJoin":
+        exists = node.output[-1] if node.output else None
+        if exists is not None and condition is not None:
+            graph.add_expression(exists, condition, Role(DIRECT, TRANSFORMATION))
+
+
+def _sort(node: Node, graph: Graph) -> None:
+    for order in node.expr_list("order"):
+        graph.add_dataset(order, SORT)
+
+
+def _union(node: Node, graph: Graph) -> None:
+    for child in node.children[1:]:
+        for target, source in zip(node.output, child.output):
+            graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY))
+
+
+def _set_filter(node: Node, graph: Graph) -> None:
+    """INTERSECT / EXCEPT keep left rows; the right side only filters them."""
+    description = node.cls.upper()
+    for child in node.children[1:]:
+        for attribute in child.output:
+            graph.dataset.append((attribute.expr_id, Transformation(INDIRECT, FILTER, description)))
+
+
+def _expand(node: Node, graph: Graph) -> None:
+    projections = node.exprs.get("projections") or ()
+    for projection in projections:
+        items = projection if isinstance(projection, tuple) else (projection,)
+        for target, item in zip(node.output, items):
+            if isinstance(item, Expr) and item.cls != "Literal":
+                graph.add_expression(target, item, inline=False)
+
+
+def _generate(node: Node, graph: Graph) -> None:
+    generator = node.expr("generator")
+    if generator is None:
+        return
+    for attribute in _generator_output(node):
+        graph.add_expression(attribute, generator, Role(DIRECT, TRANSFORMATION), inline=False)
+
+
+def _generator_output(node: Node) -> tuple[Attribute, ...]:
+    return tuple(attr for expr in node.expr_list("generatorOutput") if (attr := expr.attribute()))
+
+
+def _python_eval(node: Node, graph: Graph) -> None:
+    """BatchEvalPython / ArrowEvalPython: resultAttrs[i] is udfs[i] applied to its arguments."""
+    results = [attr for expr in node.expr_list("resultAttrs") if (attr := expr.attribute())]
+    for result, udf in zip(results, node.expr_list("udfs")):
+        graph.add_expression(result, udf, Role(DIRECT, TRANSFORMATION))
+
+
+def _python_udtf(node: Node, graph: Graph) -> None:
+    udtf = node.expr("udtf")
+    if udtf is None:
+        return
+    for expr in node.expr_list("resultAttrs"):
+        attribute = expr.attribute()
+        if attribute is not None:
+            graph.add_expression(attribute, udtf, Role(DIRECT, TRANSFORMATION), inline=False)
+
+
+def _opaque(node: Node, graph: Graph) -> None:
+    """mapInPandas & co: each output column may come from any input column."""
+    function = node.expr("functionExpr") or node.expr("func")
+    description = graph.text(function) if function is not None else node.cls
+    inputs = {attr.expr_id for child in node.children for attr in child.output}
+    for target in node.output:
+        if target.expr_id in inputs:
+            continue
+        for child in node.children:
+            for source in child.output:
+                graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, TRANSFORMATION, description))
+    for grouping in node.expr_list("groupingAttributes") + node.expr_list("groupingExprs"):
+        graph.add_dataset(grouping, GROUP_BY)
+
+
+def _in_memory(node: Node, graph: Graph) -> None:
+    """A cached DataFrame: its columns are the cached plan's, by position."""
+    key = leaf_key(node)
+    cached = graph.cached_plans.get(key) if key is not None else None
+    if cached is None:
+        graph.add_leaf(node)
+        return
+    graph.add_plan(cached)
+    for target, source in zip(node.output, cached.output):
+        graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY))
+
+
+def _cte_reference(node: Node, graph: Graph) -> None:
+    definition = graph.cte_definitions.get(node.fields.get("cteId"))  # type: ignore[arg-type]
+    if definition is None:
+        graph.add_leaf(node)
+        graph.warn("CTERelationRef without its definition: columns treated as a source")
+        return
+    for target, source in zip(node.output, definition.output):
+        graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY))
+
+
+def _leaf(node: Node, graph: Graph) -> None:
+    if node.output:
+        graph.add_leaf(node)
+
+
+def _pass_through(node: Node, graph: Graph) -> None:
+    return None
+
+
+def _unknown(node: Node, graph: Graph) -> None:
+    """Degrade: ids seen in children flow through; a new id takes the same-named child column,
+    else every child column."""
+    inputs = [attr for child in node.children for attr in child.output]
+    input_ids = {attr.expr_id for attr in inputs}
+    by_name = {attr.name: attr for attr in inputs}
+    new_outputs = [attr for attr in node.output if attr.expr_id not in input_ids]
+    graph.warn(f"unknown plan node {node.cls}: lineage passed through by expr id/name")
+    for target in new_outputs:
+        same_name = by_name.get(target.name)
+        if same_name is not None:
+            graph.add_edge(target.expr_id, same_name.expr_id, Transformation(DIRECT, IDENTITY))
+            continue
+        for source in inputs:
+            graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, TRANSFORMATION, node.cls.lower()))
+
+
+HANDLERS: dict[str, Handler] = {
+    "Project": _project,
+    "Aggregate": _aggregate,
+    "Window": _window,
+    "Filter": _filter,
+    "Join": _join,
+    "Sort": _sort,
+    "Union": _union,
+    "Intersect": _set_filter,
+    "Except": _set_filter,
+    "Expand": _expand,
+    "Generate": _generate,
+    "BatchEvalPython": _python_eval,
+    "ArrowEvalPython": _python_eval,
+    "BatchEvalPythonUDTF": _python_udtf,
+    "ArrowEvalPythonUDTF": _python_udtf,
+    "InMemoryRelation": _in_memory,
+    "CTERelationRef": _cte_reference,
+    **{name: _opaque for name in OPAQUE_FUNCTIONS},
+    **{name: _leaf for name in LEAF_RELATIONS if name != "InMemoryRelation"},
+    **{name: _pass_through for name in PASS_THROUGH},
+}

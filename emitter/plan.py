@@ -1,0 +1,307 @@
+"""A small immutable model of Spark's optimized logical plan, parsed from `TreeNode.toJSON()`.
+
+Spark serializes a tree as a pre-order list of node objects; each carries its `class`,
+`num-children` and its own constructor fields. Expression-valued fields hold nested pre-order
+lists of the same shape. A plan node's child fields ("child", "left", "right") are indexes into
+its children, and those children follow it in the list.
+
+Spark drops what it cannot serialize (relations, file indexes) as `null`; the listener fetches
+those through py4j and keys them by `leaf_key(node)` — the expr id of the leaf's first output
+attribute, which is the same on both sides of the boundary.
+
+Nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from attrs import field, frozen
+
+ATTRIBUTE_CLASSES = frozenset({"AttributeReference", "PrettyAttribute"})
+SUBQUERY_PLAN_FIELD = "plan"
+OUTER_REFERENCE_FIELD = "e"
+
+
+class PlanError(ValueError):
+    """The plan JSON is not a Spark TreeNode list."""
+
+
+@frozen
+class Attribute:
+    """One output column of a plan node, identified across the plan by its Catalyst expr id."""
+
+    expr_id: int
+    name: str
+    data_type: str
+
+
+@frozen(eq=False)
+class Expr:
+    """One Catalyst expression: simple class name, children in order, raw JSON fields.
+
+    `subplan` is the nested plan of a subquery expression (ScalarSubquery, Exists, ListQuery...).
+    """
+
+    cls: str
+    children: tuple[Expr, ...]
+    fields: Mapping[str, Any] = field(repr=False)
+    full_class: str = field(default="", repr=False)
+    subplan: Node | None = field(default=None, repr=False)
+
+    @property
+    def expr_id(self) -> int | None:
+        return expr_id_of(self.fields)
+
+    @property
+    def name(self) -> str | None:
+        name = self.fields.get("name")
+        return name if isinstance(name, str) else None
+
+    def attribute(self) -> Attribute | None:
+        """The attribute this expression declares (AttributeReference, Alias...), if any."""
+        expr_id = self.expr_id
+        if expr_id is None or self.name is None:
+            return None
+        if self.cls == "Alias":
+            data_type = self.children[0].fields.get("dataType") if self.children else None
+        else:
+            data_type = self.fields.get("dataType")
+        return Attribute(expr_id, self.name, render_type(data_type))
+
+    def field_expr(self, name: str) -> Any:
+        """A field of this expression parsed into Expr/Node trees (fields are kept raw)."""
+        return parse_value(self.fields.get(name))
+
+    def walk(self) -> Iterator[Expr]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@frozen(eq=False)
+class Node:
+    """One logical plan node. Equality is identity, so nodes can key dicts."""
+
+    cls: str
+    children: tuple[Node, ...]
+    output: tuple[Attribute, ...]
+    fields: Mapping[str, Any] = field(repr=False)
+    exprs: Mapping[str, Any] = field(repr=False)
+    full_class: str = field(default="", repr=False)
+
+    def walk(self) -> Iterator[Node]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def expr_list(self, name: str) -> tuple[Expr, ...]:
+        """An expression-sequence field (projectList, aggregateExpressions...) as a flat tuple."""
+        value = self.exprs.get(name)
+        if isinstance(value, Expr):
+            return (value,)
+        if isinstance(value, tuple):
+            return tuple(item for item in value if isinstance(item, Expr))
+        return ()
+
+    def expr(self, name: str) -> Expr | None:
+        value = self.exprs.get(name)
+        return value if isinstance(value, Expr) else None
+
+
+def parse_plan(plan_json: str | list[dict[str, Any]]) -> Node:
+    """Parse `optimizedPlan().toJSON()` (text or already-decoded list) into a Node tree."""
+    items = json.loads(plan_json) if isinstance(plan_json, str) else plan_json
+    if not isinstance(items, list) or not items or not _is_tree_item(items[0]):
+        raise PlanError("plan JSON must be a non-empty list of TreeNode objects")
+    node, consumed = _build_node(items, 0)
+    if consumed != len(items):
+        raise PlanError(f"plan JSON has {len(items) - consumed} trailing nodes after the root")
+    return node
+
+
+def leaf_key(node: Node) -> int | None:
+    """The expr id of a leaf relation's first output attribute: its identity across py4j."""
+    if node.children or not node.output:
+        return None
+    return node.output[0].expr_id
+
+
+def table_identifier(node: Node) -> str | None:
+    """`database.table` (or `catalog.namespace.table` for V2) named in a relation's JSON."""
+    catalog_table = node.fields.get("catalogTable") or node.fields.get("tableMeta")
+    if isinstance(catalog_table, dict):
+        return _table_identifier_name(catalog_table.get("identifier"))
+    identifier = node.fields.get("identifier")
+    if isinstance(identifier, dict):
+        names = [*identifier.get("namespace", []), identifier.get("name")]
+        return ".".join(str(name) for name in names if name)
+    relation = node.exprs.get("relation")
+    if isinstance(relation, Node):
+        return table_identifier(relation)
+    return None
+
+
+def _table_identifier_name(identifier: Any) -> str | None:
+    if not isinstance(identifier, dict) or not identifier.get("table"):
+        return None
+    parts = [identifier.get("database"), identifier["table"]]
+    return ".".join(part for part in parts if part)
+
+
+def simple_class(full_class: str) -> str:
+    return full_class.rsplit(".", 1)[-1].rstrip("$")
+
+
+def expr_id_of(fields: Mapping[str, Any]) -> int | None:
+    expr_id = fields.get("exprId")
+    if isinstance(expr_id, dict) and isinstance(expr_id.get("id"), int):
+        return expr_id["id"]
+    return None
+
+
+def render_type(data_type: Any) -> str:
+    """Spark's JSON data type as catalog-string-like text (`int`, `array<string>`...)."""
+    if data_type is None:
+        return ""
+    if isinstance(data_type, str):
+        return data_type
+    if isinstance(data_type, dict):
+        kind = data_type.get("type")
+        if kind == "struct":
+            inner = ",".join(
+                f"{field.get('name')}:{render_type(field.get('type'))}"
+                for field in data_type.get("fields", [])
+            )
+            return f"struct<{inner}>"
+        if kind == "array":
+            return f"array<{render_type(data_type.get('elementType'))}>"
+        if kind == "map":
+            key = render_type(data_type.get("keyType"))
+            return f"map<{key},{render_type(data_type.get('valueType'))}>"
+        if kind == "udt":
+            return str(data_type.get("class", "udt"))
+    return json.dumps(data_type, sort_keys=True)
+
+
+def parse_value(value: Any) -> Any:
+    """A JSON field value with every nested TreeNode list turned into an Expr or Node."""
+    if isinstance(value, list):
+        if value and _is_tree_item(value[0]):
+            return _parse_tree(value)
+        return tuple(parse_value(item) for item in value)
+    return value
+
+
+def _is_tree_item(item: Any) -> bool:
+    return isinstance(item, dict) and "class" in item and "num-children" in item
+
+
+def _is_plan_class(full_class: str) -> bool:
+    return ".plans.logical." in full_class or (
+        ".execution." in full_class and ".expressions." not in full_class
+    )
+
+
+def _parse_tree(items: list[dict[str, Any]]) -> Expr | Node:
+    if _is_plan_class(items[0]["class"]):
+        return _build_node(items, 0)[0]
+    return _build_expr(items, 0)[0]
+
+
+def _build_expr(items: list[dict[str, Any]], position: int) -> tuple[Expr, int]:
+    item = items[position]
+    position += 1
+    children: list[Expr] = []
+    for _ in range(int(item.get("num-children", 0))):
+        child, position = _build_expr(items, position)
+        children.append(child)
+    subplan = None
+    nested = item.get(SUBQUERY_PLAN_FIELD)
+    if isinstance(nested, list) and nested and _is_tree_item(nested[0]):
+        parsed = _parse_tree(nested)
+        subplan = parsed if isinstance(parsed, Node) else None
+    full_class = item["class"]
+    return Expr(simple_class(full_class), tuple(children), item, full_class, subplan), position
+
+
+def _build_node(items: list[dict[str, Any]], position: int) -> tuple[Node, int]:
+    if position >= len(items):
+        raise PlanError("plan JSON ends before all children were read")
+    item = items[position]
+    position += 1
+    children: list[Node] = []
+    for _ in range(int(item.get("num-children", 0))):
+        child, position = _build_node(items, position)
+        children.append(child)
+    full_class = item["class"]
+    cls = simple_class(full_class)
+    exprs = {
+        name: parse_value(value)
+        for name, value in item.items()
+        if name not in ("class", "num-children") and isinstance(value, list)
+    }
+    output = _output(cls, item, exprs, tuple(children))
+    return Node(cls, tuple(children), output, item, exprs, full_class), position
+
+
+def _attributes(values: Any) -> tuple[Attribute, ...]:
+    """Attributes declared by a sequence of named expressions (or a nested sequence)."""
+    if isinstance(values, Expr):
+        attribute = values.attribute()
+        return (attribute,) if attribute else ()
+    if isinstance(values, tuple):
+        return tuple(attr for value in values for attr in _attributes(value))
+    return ()
+
+
+def _children_output(children: Sequence[Node]) -> tuple[Attribute, ...]:
+    return tuple(attr for child in children for attr in child.output)
+
+
+def _join_output(item: Mapping[str, Any], exprs: Mapping[str, Any], children: tuple[Node, ...]) -> tuple[Attribute, ...]:
+    join_type = item.get("joinType")
+    name = ""
+    if isinstance(join_type, dict):
+        name = simple_class(str(join_type.get("object") or join_type.get("product-class") or ""))
+    left = children[0].output if children else ()
+    if name in ("LeftSemi", "LeftAnti"):
+        return left
+    if name == "ExistenceJoin":
+        return left + _attributes(parse_value(join_type.get("exists")))
+    return _children_output(children)
+
+
+def _output(cls: str, item: Mapping[str, Any], exprs: Mapping[str, Any], children: tuple[Node, ...]) -> tuple[Attribute, ...]:
+    first_child = children[0].output if children else ()
+    if cls == "Project":
+        return _attributes(exprs.get("projectList"))
+    if cls == "Aggregate":
+        return _attributes(exprs.get("aggregateExpressions"))
+    if cls == "Window":
+        return first_child + _attributes(exprs.get("windowExpressions"))
+    if cls == "Join":
+        return _join_output(item, exprs, children)
+    if cls in ("Union", "Intersect", "Except"):
+        return first_child
+    if cls == "Generate":
+        required = _attributes(exprs.get("requiredChildOutput")) if "requiredChildOutput" in exprs else first_child
+        unrequired = item.get("unrequiredChildIndex")
+        if "requiredChildOutput" not in exprs and isinstance(unrequired, list) and unrequired:
+            required = tuple(attr for index, attr in enumerate(first_child) if index not in set(unrequired))
+        return required + _attributes(exprs.get("generatorOutput"))
+    if cls in ("BatchEvalPython", "ArrowEvalPython", "BatchEvalPythonUDTF", "ArrowEvalPythonUDTF"):
+        base = _attributes(exprs["requiredChildOutput"]) if "requiredChildOutput" in exprs else first_child
+        return base + _attributes(exprs.get("resultAttrs"))
+    if cls == "WithCTE":
+        return children[-1].output if children else ()
+    if cls == "CTERelationDef":
+        return first_child
+    declared = _attributes(exprs.get("output"))
+    if declared or "output" in item:
+        return declared
+    if cls in ("Expand",):
+        return declared
+    return _children_output(children) if len(children) != 1 else first_child
