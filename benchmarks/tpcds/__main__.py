@@ -1,0 +1,45 @@
+"""`python -m benchmarks.tpcds generate | capture [--queries q1,q5] | run [--queries q1,q5]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from benchmarks.tpcds.queries import parse_query_list
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tpcds", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("generate", help="TPC-DS SF 0.1 Parquet tables and the 99 queries")
+    for name, help_text in (
+        ("capture", "save the optimized plan JSON of every CTAS"),
+        ("run", "time every CTAS without and with the emitter"),
+    ):
+        command = commands.add_parser(name, help=help_text)
+        command.add_argument("--queries", help="comma-separated subset, e.g. q1,q5,q14")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    wanted = parse_query_list(getattr(arguments, "queries", None))
+    if arguments.command == "generate":
+        from benchmarks.tpcds import generate
+
+        generate.write_tables()
+        generate.write_queries()
+        return 0
+    if arguments.command == "capture":
+        from benchmarks.tpcds import capture
+
+        print(capture.summarize(capture.capture(wanted)))
+        return 0
+    from benchmarks.tpcds import runner
+
+    return runner.main(wanted)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

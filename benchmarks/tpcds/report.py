@@ -1,0 +1,103 @@
+"""The benchmark's figures from per-statement timings and coverage, and their printed form (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from benchmarks.tpcds.analysis import Coverage, Distribution, distribution
+
+if TYPE_CHECKING:
+    from benchmarks.tpcds.runner import StatementTiming
+
+EXTRACTION_P95_TARGET_MS = 100.0
+WALL_RATIO_TARGET = 1.02
+
+
+@attrs.frozen
+class Summary:
+    statements: int
+    failed: dict[str, dict[str, str]]  # statement → variant → error
+    covered: list[str]  # statements whose every output column has lineage
+    not_covered: dict[str, list[str]]  # statement → output columns without lineage
+    without_event: list[str]  # statements that ran but whose output never appeared in an event
+    source_less_columns: int  # columns the engine marked as having no input
+    action_ms: Distribution  # capture + pipeline, per captured callback
+    capture_ms: Distribution  # JVM copy-out (plan JSON, leaves, write target) per callback
+    pipeline_ms: Distribution  # plan parse + lineage + event build + emit per callback
+    statement_ms: Distribution  # all emitter work of one CTAS (its callbacks summed)
+    plain_seconds: float
+    emitted_seconds: float
+    wall_ratio: float
+    median_query_ratio: float
+    call_ratio: float  # same, timed only until spark.sql returned (callbacks run after)
+
+    @property
+    def extraction_target_met(self) -> bool:
+        return self.action_ms.p95 <= EXTRACTION_P95_TARGET_MS
+
+    @property
+    def wall_target_met(self) -> bool:
+        return self.wall_ratio <= WALL_RATIO_TARGET
+
+
+def summarize(timings: Sequence[StatementTiming], coverage: Mapping[str, Coverage]) -> Summary:
+    ran = [timing for timing in timings if not timing.errors]
+    action_ms = [c + p for timing in ran for c, p in zip(timing.capture_ms, timing.pipeline_ms)]
+    plain = sum(timing.seconds["plain"] for timing in ran)
+    emitted = sum(timing.seconds["emitted"] for timing in ran)
+    plain_calls = sum(timing.call_seconds["plain"] for timing in ran)
+    emitted_calls = sum(timing.call_seconds["emitted"] for timing in ran)
+    ratios = [timing.seconds["emitted"] / timing.seconds["plain"] for timing in ran]
+    checked = [coverage[timing.name] for timing in ran if timing.name in coverage]
+    return Summary(
+        statements=len(timings),
+        failed={timing.name: dict(timing.errors) for timing in timings if timing.errors},
+        covered=[item.statement for item in checked if item.complete],
+        not_covered={item.statement: list(item.missing or item.output_columns) for item in checked if not item.complete},
+        without_event=[timing.name for timing in ran if timing.name not in coverage],
+        source_less_columns=sum(len(item.source_less) for item in checked),
+        action_ms=distribution(action_ms),
+        capture_ms=distribution([ms for timing in ran for ms in timing.capture_ms]),
+        pipeline_ms=distribution([ms for timing in ran for ms in timing.pipeline_ms]),
+        statement_ms=distribution([sum(timing.capture_ms) + sum(timing.pipeline_ms) for timing in ran]),
+        plain_seconds=plain,
+        emitted_seconds=emitted,
+        wall_ratio=emitted / plain if plain else float("nan"),
+        median_query_ratio=distribution(ratios).median,
+        call_ratio=emitted_calls / plain_calls if plain_calls else float("nan"),
+    )
+
+
+def format_report(summary: Summary) -> str:
+    ran = summary.statements - len(summary.failed)
+    lines = [
+        "",
+        f"TPC-DS CTAS statements: {summary.statements}, ran in both variants: {ran}, failed: {len(summary.failed)}",
+        *(f"  failed {name}: {errors}" for name, errors in summary.failed.items()),
+        f"column lineage for every output column: {len(summary.covered)} of {ran}"
+        f" ({summary.source_less_columns} columns marked source-less by the engine counted as covered)",
+        *(f"  {name}: no lineage for {', '.join(columns)}" for name, columns in summary.not_covered.items()),
+        *(f"  {name}: no event with this output" for name in summary.without_event),
+        "lineage extraction per action (each captured Spark callback):",
+        _distribution_line("  total   ", summary.action_ms),
+        _distribution_line("  capture ", summary.capture_ms),
+        _distribution_line("  pipeline", summary.pipeline_ms),
+        _distribution_line("per CTAS (all its callbacks)", summary.statement_ms),
+        f"wall time: plain {summary.plain_seconds:.1f} s, emitted {summary.emitted_seconds:.1f} s,"
+        f" ratio {summary.wall_ratio:.3f}; per-query median ratio {summary.median_query_ratio:.3f};"
+        f" until spark.sql returned: ratio {summary.call_ratio:.3f}",
+        f"targets: extraction p95 <= {EXTRACTION_P95_TARGET_MS:.0f} ms "
+        f"{'met' if summary.extraction_target_met else 'NOT met'}; wall ratio <= {WALL_RATIO_TARGET} "
+        f"{'met' if summary.wall_target_met else 'NOT met'}",
+    ]
+    return "\n".join(lines)
+
+
+def _distribution_line(label: str, values: Distribution) -> str:
+    return (
+        f"{label}: n={values.count} median {values.median:.1f} ms, p95 {values.p95:.1f} ms,"
+        f" max {values.maximum:.1f} ms, sum {values.total:.0f} ms"
+    )

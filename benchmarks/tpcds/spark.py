@@ -1,0 +1,109 @@
+"""Spark session, TPC-DS catalog tables and py4j listener plumbing (the only pyspark import here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pyspark.java_gateway import ensure_callback_server_started
+from pyspark.sql import SparkSession
+
+from benchmarks.tpcds.queries import TARGET_DATABASE, Ctas
+
+SOURCE_DATABASE = "tpcds"
+DOUBLE_QUOTED_IDENTIFIERS = "spark.sql.ansi.doubleQuotedIdentifiers"
+
+# Shared 2-core machine: keep Spark small and quiet; never truncate plan field lists.
+SESSION_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.debug.maxToStringFields": "10000",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.driver.memory": "2g",
+}
+
+
+def build_session(warehouse: Path, app_name: str, master: str = "local[2]") -> SparkSession:
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**SESSION_CONF, "spark.sql.warehouse.dir": str(warehouse)}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def register_tables(spark: SparkSession, tables_root: Path, table_names: list[str]) -> None:
+    """External Parquet tables in database `tpcds` (the current one), plus the CTAS target database."""
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {SOURCE_DATABASE}")
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {TARGET_DATABASE}")
+    for table in table_names:
+        location = (tables_root / table).resolve()
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {SOURCE_DATABASE}.{table} USING parquet LOCATION '{location}'"
+        )
+    spark.catalog.setCurrentDatabase(SOURCE_DATABASE)
+
+
+def run_ctas(spark: SparkSession, statement: Ctas) -> None:
+    """Run one CTAS, with double-quoted identifiers only for the queries that need them."""
+    spark.conf.set(DOUBLE_QUOTED_IDENTIFIERS, str(statement.uses_double_quoted_identifiers).lower())
+    try:
+        spark.sql(statement.sql)
+    finally:
+        spark.conf.unset(DOUBLE_QUOTED_IDENTIFIERS)
+
+
+def drop_table(spark: SparkSession, table: str) -> None:
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def wait_for_listener_bus(spark: SparkSession, timeout_ms: int = 120_000) -> None:
+    """Block until every queued listener event (and so every py4j callback) has been handled."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+
+
+class _QueryExecutionCallback:
+    """py4j proxy forwarding QueryExecutionListener callbacks to a Python function."""
+
+    def __init__(self, handle: Callable[[str, Any, Any], None]) -> None:
+        self._handle = handle
+
+    def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:
+        self._handle(func_name, query_execution, None)
+
+    def onFailure(self, func_name: str, query_execution: Any, exception: Any) -> None:
+        self._handle(func_name, query_execution, exception)
+
+    class Java:
+        implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
+
+
+@contextmanager
+def query_execution_listener(
+    spark: SparkSession, handle: Callable[[str, Any, Any], None]
+) -> Iterator[None]:
+    """Register `handle(func_name, query_execution, exception_or_None)` for the block's duration."""
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    callback = _QueryExecutionCallback(handle)
+    manager = spark._jsparkSession.listenerManager()
+    manager.register(callback)
+    try:
+        yield
+    finally:
+        wait_for_listener_bus(spark)
+        manager.unregister(callback)
+
+
+def plan_class(plan: Any) -> str:
+    return plan.getClass().getSimpleName()
+
+
+def optimized_plan_json(query_execution: Any) -> str:
+    return query_execution.optimizedPlan().toJSON()
+
+
+def exception_text(exception: Any) -> str:
+    return exception.toString() if exception is not None else ""
