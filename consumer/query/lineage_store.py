@@ -184,7 +184,7 @@ def _run_uuids(conn: Connection, run_ids: Sequence[int]) -> dict[int, str]:
     ids = sorted(set(run_ids))
     if not ids:
         return {}
-    return dict(conn.execute(select(s.runs.c.id, s.runs.c.uuid).where(s.runs.c.id.in_(ids))).tuples().all())
+    return dict(conn.execute(select(s.runs.c.id, s.runs.c.uuid).where(s.runs.c.id.in_(ids))).all())
 
 
 def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> dict:

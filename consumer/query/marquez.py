@@ -217,7 +217,7 @@ def _parent_names(conn: Connection, parent_ids: Iterable[int | None]) -> dict[in
     ids = sorted({i for i in parent_ids if i is not None})
     if not ids:
         return {}
-    return dict(conn.execute(select(s.jobs.c.id, s.jobs.c.name).where(s.jobs.c.id.in_(ids))).tuples().all())
+    return dict(conn.execute(select(s.jobs.c.id, s.jobs.c.name).where(s.jobs.c.id.in_(ids))).all())
 
 
 def _tags_of(conn: Connection, link: Any, key: Any, ids: Sequence[int]) -> dict[int, list[str]]:
@@ -321,7 +321,7 @@ def _last_modified(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
             .join(s.runs, s.runs.c.id == s.dataset_versions.c.run_id)
             .where(s.dataset_versions.c.dataset_id.in_(ids), s.runs.c.state == "COMPLETED")
             .group_by(s.dataset_versions.c.dataset_id)
-        ).tuples().all()
+        ).all()
     )
 
 
