@@ -1,0 +1,89 @@
+"""The only module that imports kafka-python: a consumer-group event source with manual offset
+commits and a dead-letter producer."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import attrs
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaError, NoBrokersAvailable
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+
+class BrokerUnavailable(RuntimeError):
+    """The Kafka cluster cannot be reached."""
+
+
+@attrs.frozen
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+class EventSource:
+    """Polls the events topic as a member of a consumer group; offsets move only on `commit`."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, group: str, *, max_records: int = 500,
+                 session_timeout_ms: int = 10000, max_poll_interval_ms: int = 60000) -> None:
+        try:
+            self._consumer = KafkaConsumer(
+                topic,
+                bootstrap_servers=bootstrap_servers.split(","),
+                group_id=group,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                max_poll_records=max_records,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=max(100, session_timeout_ms // 4),
+                max_poll_interval_ms=max_poll_interval_ms,
+                # A rebalance must finish within the group's rebalance timeout (max poll interval).
+                request_timeout_ms=max(max_poll_interval_ms + 5000, 30000),
+            )
+        except NoBrokersAvailable:
+            raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
+
+    def poll(self, timeout_ms: int) -> list[Record]:
+        batches = self._consumer.poll(timeout_ms=timeout_ms)
+        records = [
+            Record(message.topic, message.partition, message.offset, message.value)
+            for partition_records in batches.values()
+            for message in partition_records
+        ]
+        return sorted(records, key=lambda record: (record.topic, record.partition, record.offset))
+
+    def commit(self, next_offsets: Mapping[tuple[str, int], int]) -> None:
+        """Commit, per (topic, partition), the offset of the next record to read."""
+        if next_offsets:
+            self._consumer.commit({
+                TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
+                for (topic, partition), offset in next_offsets.items()
+            })
+
+    def close(self) -> None:
+        self._consumer.close(autocommit=False)
+
+
+class DeadLetters:
+    """Produces rejected events to the dead-letter topic; `flush` before committing offsets."""
+
+    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+        self.topic = topic
+        try:
+            self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5)
+        except NoBrokersAvailable:
+            raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
+
+    def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
+        self._producer.send(self.topic, value=value, headers=list(headers))
+
+    def flush(self, timeout_seconds: float = 30.0) -> None:
+        try:
+            self._producer.flush(timeout=timeout_seconds)
+        except KafkaError as error:
+            raise BrokerUnavailable(f"dead-letter topic {self.topic} unreachable: {error}") from None
+
+    def close(self) -> None:
+        self._producer.close(timeout=10)

@@ -1,0 +1,78 @@
+"""Every consumer setting, each with a command-line flag and an environment variable
+(the flag wins). `add_arguments` puts them on an argparse parser; `Settings.from_args` reads
+them back."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import timedelta
+
+import attrs
+
+# (attribute, flag, environment variable, default, help)
+_OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
+    ("store_url", "--store", "LINEAGE_STORE_URL", "sqlite:///lineage.db", "store URL: sqlite:///path.db or postgresql://user@host/db"),
+    ("bootstrap_servers", "--bootstrap-servers", "KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", "Kafka bootstrap servers, comma separated"),
+    ("topic", "--topic", "LINEAGE_TOPIC", "openlineage", "topic the OpenLineage events arrive on"),
+    ("group", "--group", "LINEAGE_GROUP", "lineage-consumer", "Kafka consumer group (instances of one group share partitions)"),
+    ("dead_letter_topic", "--dead-letter-topic", "LINEAGE_DEAD_LETTER_TOPIC", "openlineage.dead-letter", "topic bad events are sent to"),
+    ("host", "--host", "LINEAGE_HOST", "0.0.0.0", "HTTP listen address"),
+    ("port", "--port", "LINEAGE_PORT", "5000", "HTTP port (5000, as Marquez)"),
+    ("token", "--token", "LINEAGE_API_TOKEN", None, "bearer token required by the HTTP API (none: open)"),
+    ("retire_after", "--retire-after", "LINEAGE_RETIRE_AFTER", None, "retire a finished job's table lineage when unseen this long (e.g. 30d, 12h, 90m; none: never)"),
+    ("batch_size", "--batch-size", "LINEAGE_BATCH_SIZE", "500", "most events materialized per store transaction"),
+    ("session_timeout_ms", "--session-timeout-ms", "LINEAGE_SESSION_TIMEOUT_MS", "10000", "Kafka group session timeout"),
+    ("max_poll_interval_ms", "--max-poll-interval-ms", "LINEAGE_MAX_POLL_INTERVAL_MS", "60000", "Kafka max poll interval (also bounds a rebalance)"),
+)
+
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_period(text: str) -> timedelta:
+    """'30d', '12h', '90m', '45s', '2w' (a bare number is seconds)."""
+    text = text.strip().lower()
+    unit = _UNITS.get(text[-1:], None)
+    number = text[:-1] if unit else text
+    try:
+        return timedelta(**{unit or "seconds": float(number)})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a period like 30d, 12h, 90m: {text!r}") from None
+
+
+@attrs.frozen
+class Settings:
+    store_url: str = "sqlite:///lineage.db"
+    bootstrap_servers: str = "localhost:9092"
+    topic: str = "openlineage"
+    group: str = "lineage-consumer"
+    dead_letter_topic: str = "openlineage.dead-letter"
+    host: str = "0.0.0.0"
+    port: int = 5000
+    token: str | None = None
+    retire_after: timedelta | None = None
+    batch_size: int = 500
+    session_timeout_ms: int = 10000
+    max_poll_interval_ms: int = 60000
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        values = {name: getattr(args, name) for name, *_ in _OPTIONS if hasattr(args, name)}
+        for name in ("port", "batch_size", "session_timeout_ms", "max_poll_interval_ms"):
+            if name in values:
+                values[name] = int(values[name])
+        if values.get("retire_after") is not None:
+            values["retire_after"] = parse_period(values["retire_after"])
+        return cls(**values)
+
+
+def add_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None = None) -> None:
+    """Add the settings called `names` (all when None) as flags defaulting to their env vars."""
+    for name, flag, env, default, help_text in _OPTIONS:
+        if names is not None and name not in names:
+            continue
+        parser.add_argument(flag, dest=name, default=os.environ.get(env, default), help=f"{help_text} [env {env}; default {default}]")
+
+
+def documented_options() -> list[tuple[str, str, str | None, str]]:
+    return [(flag, env, default, help_text) for _, flag, env, default, help_text in _OPTIONS]
