@@ -62,6 +62,11 @@ FUNCTION_NAMES = {
     "PythonUDTF": "udtf", "Sha2": "sha2", "Sha1": "sha1", "Md5": "md5", "Crc32": "crc32",
 }
 
+# Casts to these types inside a call or operator are almost always the analyzer's implicit
+# coercions (sha1(CAST(name AS BINARY)), date_format(CAST(d AS TIMESTAMP), ...)): not printed.
+IMPLICIT_CAST_TYPES = frozenset({"binary", "timestamp", "date", "double", "long", "bigint", "float", "integer"})
+GROUPING_ID_NAMES = frozenset({"gid", "spark_grouping_id"})
+
 # Wrappers the optimizer adds around a value without changing it in the user's terms.
 TRANSPARENT = frozenset({
     "KnownFloatingPointNormalized", "NormalizeNaNAndZero", "PromotePrecision", "CheckOverflow",
@@ -80,7 +85,7 @@ def render(expr: Expr, attribute_text: AttributeText) -> str:
     if handler is not None:
         return handler(expr, attribute_text)
     if expr.cls in BINARY_OPERATORS and len(expr.children) == 2:
-        left, right = (render(child, attribute_text) for child in expr.children)
+        left, right = (render_argument(child, attribute_text) for child in expr.children)
         return f"({left} {BINARY_OPERATORS[expr.cls]} {right})"
     if expr.cls in TRANSPARENT and expr.children:
         return render(expr.children[0], attribute_text)
@@ -94,8 +99,15 @@ def function_name(cls: str) -> str:
     return FUNCTION_NAMES.get(cls, cls.lower())
 
 
+def render_argument(expr: Expr, attribute_text: AttributeText) -> str:
+    """An operand or argument: implicit coercion casts are left out."""
+    if expr.cls == "Cast" and expr.children and str(expr.fields.get("dataType")) in IMPLICIT_CAST_TYPES:
+        return render_argument(expr.children[0], attribute_text)
+    return render(expr, attribute_text)
+
+
 def _call(name: str, args: tuple[Expr, ...], attribute_text: AttributeText) -> str:
-    return f"{name}({', '.join(render(arg, attribute_text) for arg in args)})"
+    return f"{name}({', '.join(render_argument(arg, attribute_text) for arg in args)})"
 
 
 def _literal(expr: Expr, _: AttributeText) -> str:
@@ -112,6 +124,11 @@ def _literal(expr: Expr, _: AttributeText) -> str:
 
 def _attribute(expr: Expr, attribute_text: AttributeText) -> str:
     return attribute_text(expr)
+
+
+def display_name(name: str) -> str:
+    """Spark names some rewritten columns by their qualified source (`spark_catalog.db.t.col`)."""
+    return name.rsplit(".", 1)[-1] if name.count(".") >= 2 else name
 
 
 def _lambda_variable(expr: Expr, _: AttributeText) -> str:
@@ -169,14 +186,20 @@ def _in_set(expr: Expr, attribute_text: AttributeText) -> str:
 
 def _aggregate_expression(expr: Expr, attribute_text: AttributeText) -> str:
     function = expr.children[0]
-    args = ", ".join(render(arg, attribute_text) for arg in function.children if not _is_default_arg(arg))
+    args = ", ".join(render_argument(arg, attribute_text) for arg in function.children if not _is_default_arg(arg))
     if function.cls == "Count" and args == "1":
         args = "*"
     distinct = "DISTINCT " if expr.fields.get("isDistinct") else ""
     text = f"{function_name(function.cls)}({distinct}{args})"
-    if len(expr.children) > 1:
+    if len(expr.children) > 1 and not _is_grouping_id_filter(expr.children[1]):
         text += f" FILTER (WHERE {render(expr.children[1], attribute_text)})"
     return text
+
+
+def _is_grouping_id_filter(condition: Expr) -> bool:
+    """The `FILTER (WHERE gid = n)` Spark adds when it rewrites several DISTINCT aggregates."""
+    names = {item.name for item in condition.walk() if item.cls == "AttributeReference"}
+    return bool(names) and names <= GROUPING_ID_NAMES
 
 
 def _is_default_arg(arg: Expr) -> bool:
@@ -261,8 +284,17 @@ def _lambda_function(expr: Expr, attribute_text: AttributeText) -> str:
     return f"{names} -> {render(body, attribute_text)}"
 
 
-def _scalar_subquery(expr: Expr, _: AttributeText) -> str:
-    return "(scalar subquery)"
+def _scalar_subquery(expr: Expr, attribute_text: AttributeText) -> str:
+    """`(SELECT <its output expression>)`, the output inlined like any computed column."""
+    if expr.subplan is None or not expr.subplan.output:
+        return "(SELECT ...)"
+    output = expr.subplan.output[0]
+    reference = Expr("AttributeReference", (), {"name": output.name, "exprId": {"id": output.expr_id}})
+    return f"(SELECT {attribute_text(reference)})"
+
+
+def _python_udtf(expr: Expr, attribute_text: AttributeText) -> str:
+    return _call(str(expr.fields.get("name") or "python_udtf"), expr.children, attribute_text)
 
 
 def _exists(expr: Expr, _: AttributeText) -> str:
@@ -306,6 +338,7 @@ _HANDLERS: dict[str, Callable[[Expr, AttributeText], str]] = {
     "PythonUDF": _python_udf,
     "PythonUDAF": _python_udf,
     "ScalaUDF": _scala_udf,
+    "PythonUDTF": _python_udtf,
     "GetStructField": _get_struct_field,
     "GetArrayItem": _get_item,
     "GetMapValue": _get_item,

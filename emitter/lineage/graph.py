@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from attrs import define, field
 
-from emitter.expressions import render, truncate
+from emitter.expressions import display_name, render, truncate
 from emitter.lineage.dependencies import Reference, Role, initial_role, references, strip_transparent
 from emitter.lineage.model import (
     DIRECT,
@@ -68,6 +68,8 @@ class Graph:
     names: dict[int, str] = field(factory=dict)
     definitions: dict[int, Expr] = field(factory=dict)
     join_key_ids: set[int] = field(factory=set)
+    generator_input_ids: set[int] = field(factory=set)
+    declared: set[int] = field(factory=set)
     cte_definitions: dict[int, Node] = field(factory=dict)
     _visited: set[int] = field(factory=set)
     _texts: dict[int, str] = field(factory=dict)
@@ -94,6 +96,10 @@ class Graph:
             condition = node.expr("condition")
             if condition is not None:
                 self.join_key_ids.update(ref.expr_id for ref in references(condition, lambda _: None))
+        if node.cls == "Generate":
+            generator = node.expr("generator")
+            if generator is not None:
+                self.generator_input_ids.update(ref.expr_id for ref in references(generator, lambda _: None))
         if node.cls == "CTERelationDef":
             cte_id = node.fields.get("id")
             if isinstance(cte_id, int):
@@ -111,6 +117,7 @@ class Graph:
         With `inline`, later descriptions print `expr` in place of the target's internal name.
         """
         target_id = target.expr_id if isinstance(target, Attribute) else target
+        self.declared.add(target_id)
         refs = references(expr, self.add_plan, role)
         bare = strip_transparent(expr)
         if inline and bare.cls not in ATTRIBUTE_CLASSES:
@@ -149,12 +156,12 @@ class Graph:
     def _attribute_text(self, attribute: Expr) -> str:
         expr_id = attribute.expr_id
         if expr_id is None:
-            return str(attribute.name)
+            return display_name(str(attribute.name))
         if expr_id in self._texts:
             return self._texts[expr_id]
         definition = self.definitions.get(expr_id)
         if definition is None or expr_id in self._rendering or len(self._rendering) > MAX_INLINE_DEPTH:
-            return str(attribute.name)
+            return display_name(str(attribute.name))
         self._rendering.add(expr_id)
         try:
             text = truncate(render(definition, self._attribute_text))
@@ -208,18 +215,31 @@ def _conjuncts(expr: Expr) -> list[Expr]:
 
 
 def _is_inferred_not_null(conjunct: Expr, conjuncts: list[Expr], graph: Graph) -> bool:
-    """`isnotnull(x)` the optimizer infers from a join key or another predicate on `x`."""
+    """`isnotnull(x)` the optimizer infers from a join key or another predicate on `x`, and
+    `size(x) > 0` it infers below an explode of `x`."""
+    if _is_inferred_non_empty(conjunct, graph):
+        return True
     if conjunct.cls != "IsNotNull" or not conjunct.children:
         return False
     target = strip_transparent(conjunct.children[0]).expr_id
     if target is None:
         return False
-    if target in graph.join_key_ids:
+    if target in graph.join_key_ids or target in graph.generator_input_ids:
         return True
     return any(
         other is not conjunct and any(item.expr_id == target for item in other.walk())
         for other in conjuncts
     )
+
+
+def _is_inferred_non_empty(conjunct: Expr, graph: Graph) -> bool:
+    if conjunct.cls != "GreaterThan" or len(conjunct.children) != 2:
+        return False
+    size, zero = conjunct.children
+    if size.cls != "Size" or zero.cls != "Literal" or str(zero.fields.get("value")) != "0":
+        return False
+    target = strip_transparent(size.children[0]).expr_id if size.children else None
+    return target is not None and target in graph.generator_input_ids
 
 
 def _join(node: Node, graph: Graph) -> None:

@@ -1,0 +1,69 @@
+"""Unknown operators and expressions degrade to pass-through lineage plus a warning, never a crash."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from emitter.expressions import render
+from emitter.lineage import column_lineage
+from emitter.plan import parse_plan
+from tests.lineage.helpers import edge_rows, load_case
+
+MYSTERY = "org.example.spark.MysteryNode"
+
+
+def _renumbered(attribute_tree: list[dict[str, Any]], new_id: int) -> list[dict[str, Any]]:
+    tree = copy.deepcopy(attribute_tree)
+    tree[0]["exprId"] = {"product-class": "org.apache.spark.sql.catalyst.expressions.ExprId", "id": new_id}
+    return tree
+
+
+def _wrap(plan: list[dict[str, Any]], **fields: Any) -> list[dict[str, Any]]:
+    return [{"class": MYSTERY, "num-children": 1, "child": 0, **fields}, *plan]
+
+
+def test_unknown_node_keeping_child_ids_passes_lineage_through() -> None:
+    plan = load_case("join_filter")["plan"]
+    result = column_lineage(parse_plan(_wrap(plan)))
+
+    assert edge_rows(result.columns["customer_name"]) == [
+        ["default.customers", "name", "DIRECT", "IDENTITY", "name AS customer_name", False]
+    ]
+    assert result.warnings == ("unknown plan node MysteryNode: lineage passed through by expr id/name",)
+
+
+def test_unknown_node_with_new_ids_maps_by_name_else_to_every_child_column() -> None:
+    plan = load_case("project_alias")["plan"]
+    child_output = parse_plan(plan).output
+    project_list = plan[0]["projectList"]
+    by_name = _renumbered(project_list[0], 900_001)  # customer_name: same name as a child column
+    fresh = _renumbered(project_list[0], 900_002)
+    fresh[0]["name"] = "mystery"
+    result = column_lineage(parse_plan(_wrap(plan, output=[by_name, fresh])))
+
+    assert [name for name in result.columns] == ["customer_name", "mystery"]
+    assert edge_rows(result.columns["customer_name"]) == [
+        ["default.customers", "name", "DIRECT", "IDENTITY", "name AS customer_name", False]
+    ]
+    assert {row[1] for row in edge_rows(result.columns["mystery"])} == {"name", "age", "id"}
+    assert len(child_output) == 3
+    assert len(result.warnings) == 1 and "MysteryNode" in result.warnings[0]
+
+
+def test_unknown_expression_renders_as_lowercased_class_and_keeps_its_inputs() -> None:
+    plan = copy.deepcopy(load_case("expressions")["plan"])
+    initials = plan[0]["projectList"][2]
+    assert initials[1]["class"].endswith(".Upper")
+    initials[1]["class"] = "org.example.FancyThing"
+    result = column_lineage(parse_plan(plan))
+
+    assert edge_rows(result.columns["initials"]) == [
+        ["default.customers", "name", "DIRECT", "TRANSFORMATION", "fancything(substring(name, 1, 2))", False]
+    ]
+    assert result.warnings == ()
+
+
+def test_rendering_falls_back_for_unknown_attribute_text() -> None:
+    expr = parse_plan(load_case("casts")["plan"]).expr_list("projectList")[0]
+    assert render(expr, lambda attribute: attribute.name or "?") == "CAST(age AS STRING)"

@@ -1,0 +1,117 @@
+"""The fixture expectations hold for plans captured live from this Spark (so fixtures do not rot)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emitter.lineage import column_lineage, write_command
+from emitter.plan import parse_plan
+from tests.fixtures import capture_plans
+from tests.lineage.helpers import compact, load_case
+
+pytestmark = pytest.mark.spark
+
+DATABASE = "lineage_live"
+LIVE_CASES = [
+    "join_filter", "aggregate_having_sort", "window", "explode", "posexplode_lateral_view", "union",
+    "semi_join_in", "anti_join_not_exists", "rollup", "multi_count_distinct", "case_when", "scalar_subquery",
+    "structs", "sourceless", "python_udf", "python_udtf_lateral", "cached", "masking", "cte",
+]
+LIVE_WRITES = ["write_insert_into", "write_partitioned_insert"]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F  # noqa: N812 - Spark convention
+
+    location = tmp_path_factory.mktemp("lineage-live")
+    active = SparkSession.getActiveSession()
+    spark = active or (
+        SparkSession.builder.master("local[2]")
+        .appName("lineage-live")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.debug.maxToStringFields", "10000")
+        .config("spark.sql.warehouse.dir", str(location / "warehouse"))
+        .getOrCreate()
+    )
+    spark.conf.set("spark.sql.debug.maxToStringFields", "10000")
+    previous_database = spark.catalog.currentDatabase()
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE} LOCATION '{Path(location, DATABASE).as_posix()}'")
+    spark.sql(f"USE {DATABASE}")
+    try:
+        for statement in capture_plans.SETUP_SQL:
+            spark.sql(statement)
+        udfs = capture_plans._register_udfs(spark)
+        cached_adults = spark.table("customers").where("age >= 18").select("name", "company_id", "age")
+        cached_adults.cache().count()
+        yield {"spark": spark, "F": F, "udfs": udfs, "cached_adults": cached_adults}
+    finally:
+        cached_adults.unpersist()
+        spark.sql(f"USE {previous_database}")
+        spark.sql(f"DROP DATABASE IF EXISTS {DATABASE} CASCADE")
+        if active is None:
+            spark.stop()
+
+
+def _as_default_database(compacted: dict[str, Any]) -> dict[str, Any]:
+    """Live tables live in DATABASE; fixtures were captured in `default`."""
+    def rename(rows: list[list[Any]]) -> list[list[Any]]:
+        return sorted([[row[0].replace(f"{DATABASE}.", "default."), *row[1:]] for row in rows])
+
+    return {
+        "expected": {column: rename(rows) for column, rows in compacted["expected"].items()},
+        "dataset": rename(compacted["dataset"]),
+    }
+
+
+def _cached_plans(live: dict[str, Any], plan_json: str) -> dict[int, Any]:
+    cache_manager = live["spark"]._jsparkSession.sharedState().cacheManager()
+    cached = cache_manager.lookupCachedData(live["cached_adults"]._jdf)
+    by_key: dict[int, Any] = {}
+    for node in parse_plan(plan_json).walk():
+        if node.cls == "InMemoryRelation" and not cached.isEmpty():
+            by_key[node.output[0].expr_id] = parse_plan(cached.get().plan().toJSON())
+    return by_key
+
+
+@pytest.mark.parametrize("name", LIVE_CASES)
+def test_live_plan_matches_fixture_expectation(live: dict[str, Any], name: str) -> None:
+    case = load_case(name)
+    source = capture_plans.CASES[name]
+    frame = live["spark"].sql(source) if isinstance(source, str) else eval(source["code"], dict(live))  # noqa: S307
+    plan_json = frame._jdf.queryExecution().optimizedPlan().toJSON()
+
+    result = column_lineage(parse_plan(plan_json), _cached_plans(live, plan_json), frame.columns)
+
+    assert _as_default_database(compact(result)) == {"expected": case["expected"], "dataset": case["dataset"]}
+
+
+@pytest.mark.parametrize("name", LIVE_WRITES)
+def test_live_write_command_matches_fixture_expectation(live: dict[str, Any], name: str) -> None:
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    spark = live["spark"]
+    catcher = capture_plans._WriteCatcher()
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    spark._jsparkSession.listenerManager().register(catcher)
+    try:
+        spark.sql(capture_plans.WRITE_CASES[name])
+        deadline = time.monotonic() + 30
+        while not catcher.plans and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        spark._jsparkSession.listenerManager().unregister(catcher)
+    commands = [write_command(parse_plan(plan)) for plan in catcher.plans]
+    command = next(command for command in commands if command is not None)
+
+    result = column_lineage(command.query, {}, command.output_columns)
+
+    case = load_case(name)
+    assert _as_default_database(compact(result)) == {"expected": case["expected"], "dataset": case["dataset"]}
