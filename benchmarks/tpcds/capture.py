@@ -47,7 +47,9 @@ A Python QueryExecutionListener (py4j) saved `qe.optimizedPlan().toJSON()` for e
 Files
   <name>.<k>.json  the plan JSON text exactly as toJSON() returned it (Spark TreeNode JSON: a
                    pre-order list of nodes), k = 0, 1, ... in callback order for that CTAS.
-                   <name> is qNN, or qNN_1 / qNN_2 if a query had several statements.
+                   <name> is qNN, or qNN_1 / qNN_2 if a query had several statements
+                   (duckdb-extension-tpcds ships q14/q23/q24/q39 as one statement each, so
+                   there are none today).
   <name>.sql       the CTAS statement that produced it.
   index.json       a list, one entry per plan file:
                    {{"name", "query", "file", "callback", "func_name", "root_class",
@@ -55,6 +57,13 @@ Files
                    is_write = root_class is a data-writing command (the one the emitter turns
                    into a run); failed = the callback was onFailure.
   failures.json    CTAS statements that raised in Spark (no plan, or a failure callback).
+
+What Spark 4.3 reports per CTAS (see index.json for the exact list): two callbacks, both writes.
+  k=0  func "file source write", InsertIntoHadoopFsRelationCommand: the nested command that
+       writes the files; child WriteFiles over the optimized query. This is the run the
+       emitter reports (the pipeline drops the wrapper below).
+  k=1  func "command", CreateDataSourceTableAsSelectCommand: the CTAS wrapper; it has
+       num-children 0 (its query is not serialized as a child) and carries the CatalogTable.
 """
 
 
