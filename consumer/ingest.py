@@ -40,7 +40,7 @@ class Source(Protocol):
 
 
 class DeadLetterSink(Protocol):
-    def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None: ...
+    def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], key: bytes | None = None) -> None: ...
     def flush(self, timeout_seconds: float = ...) -> None: ...
 
 
@@ -147,7 +147,7 @@ class Ingestor:
             (TOPIC_HEADER, record.topic.encode()),
             (PARTITION_HEADER, str(record.partition).encode()),
             (OFFSET_HEADER, str(record.offset).encode()),
-        ])
+        ], key=f"{record.topic}/{record.partition}".encode())
         self.stats.dead_lettered += 1
 
     def _maybe_sweep(self) -> None:

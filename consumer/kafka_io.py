@@ -7,8 +7,11 @@ from typing import Mapping, Sequence
 
 import attrs
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import KafkaError, NoBrokersAvailable
+from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
+
+# How long to wait for the first broker before giving up with one clear line.
+BOOTSTRAP_TIMEOUT_MS = 10000
 
 
 class BrokerUnavailable(RuntimeError):
@@ -27,7 +30,8 @@ class EventSource:
     """Polls the events topic as a member of a consumer group; offsets move only on `commit`."""
 
     def __init__(self, bootstrap_servers: str, topic: str, group: str, *, max_records: int = 500,
-                 session_timeout_ms: int = 10000, max_poll_interval_ms: int = 60000) -> None:
+                 session_timeout_ms: int = 10000, max_poll_interval_ms: int = 60000,
+                 bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
         try:
             self._consumer = KafkaConsumer(
                 topic,
@@ -41,8 +45,9 @@ class EventSource:
                 max_poll_interval_ms=max_poll_interval_ms,
                 # A rebalance must finish within the group's rebalance timeout (max poll interval).
                 request_timeout_ms=max(max_poll_interval_ms + 5000, 30000),
+                bootstrap_timeout_ms=bootstrap_timeout_ms,
             )
-        except NoBrokersAvailable:
+        except KafkaError:
             raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
 
     def poll(self, timeout_ms: int) -> list[Record]:
@@ -69,15 +74,19 @@ class EventSource:
 class DeadLetters:
     """Produces rejected events to the dead-letter topic; `flush` before committing offsets."""
 
-    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
         self.topic = topic
         try:
-            self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5)
-        except NoBrokersAvailable:
+            self._producer = KafkaProducer(bootstrap_servers=bootstrap_servers.split(","), acks="all", linger_ms=5,
+                                           # Ordered per source partition, even across retries.
+                                           max_in_flight_requests_per_connection=1,
+                                           bootstrap_timeout_ms=bootstrap_timeout_ms)
+        except KafkaError:
             raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
 
-    def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]]) -> None:
-        self._producer.send(self.topic, value=value, headers=list(headers))
+    def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], key: bytes | None = None) -> None:
+        """`key`: the source topic/partition, so one partition's rejects stay in order."""
+        self._producer.send(self.topic, key=key, value=value, headers=list(headers))
 
     def flush(self, timeout_seconds: float = 30.0) -> None:
         try:

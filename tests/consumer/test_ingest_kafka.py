@@ -1,0 +1,120 @@
+"""Kafka ingestion against a real broker (tests.support.broker) into both databases."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from kafka import KafkaProducer
+from sqlalchemy import text
+
+from consumer.ingest import OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER, Ingestor
+from consumer.kafka_io import EventSource
+from consumer.kafka_io import DeadLetters
+from tests.consumer.factory import BASE_TIME, batch_write, run_event, table, with_column_lineage
+from tests.consumer.helpers import dump
+from tests.support.broker import read_topic, unique_topic
+
+pytestmark = pytest.mark.kafka
+
+# Tansu makes a group's first join wait for the rebalance timeout: keep it short.
+GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
+DRAIN_LIMIT_SECONDS = 60.0
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for value in values:
+        producer.send(topic, key=b"k", value=value)
+    producer.flush()
+    producer.close()
+
+
+def _ingest_all(store, bootstrap: str, topic: str, expected: int, *, group: str | None = None) -> Ingestor:
+    """Run one consumer-group member until `expected` records were handled (bounded wait)."""
+    source = EventSource(bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}", **GROUP_TIMEOUTS)
+    dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
+    ingestor = Ingestor(store, source, dead_letters, poll_timeout_ms=500)
+    deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+    try:
+        while ingestor.stats.records < expected and time.monotonic() < deadline:
+            ingestor.run_once()
+    finally:
+        source.close()
+        dead_letters.close()
+    return ingestor
+
+
+def _spark_events() -> list[dict]:
+    orders = table("raw", "orders", ["id", "amount"], snapshot="orders-v1")
+    enriched = with_column_lineage(table("mart", "enriched", ["order_id", "amount"], snapshot="enriched-v1"),
+                                   {"order_id": [(orders, "id")], "amount": [(orders, "amount")]},
+                                   indirect=[(orders, "id", "FILTER")])
+    stream_source = {"namespace": "kafka://127.0.0.1:9092", "name": "clicks"}
+    sink = table("mart", "clicks", ["user"], snapshot="sink-3", kind="sink-batch", batch_id=3)
+    stream_run = str(uuid.uuid4())
+    micro_batch = {"batchId": 3, "queryId": str(uuid.uuid4()), "runId": stream_run, "numInputRows": 10}
+    return batch_write("app.insert_into.enriched", [orders], enriched) + [
+        run_event("START", "app.stream.clicks", [stream_source], [sink], run_id=stream_run, at=BASE_TIME, streaming=True),
+        run_event("RUNNING", "app.stream.clicks", [stream_source], [sink], run_id=stream_run,
+                  at=BASE_TIME + timedelta(seconds=30), streaming=True, micro_batch=micro_batch),
+    ]
+
+
+def _rows(store, query: str) -> list[tuple]:
+    with store.engine.connect() as connection:
+        return sorted((tuple(row) for row in connection.execute(text(query))), key=repr)
+
+
+def test_events_from_the_topic_land_in_all_three_stores(store, kafka_bootstrap):
+    topic = unique_topic("events", kafka_bootstrap)
+    events = _spark_events()
+    _produce(kafka_bootstrap, topic, [json.dumps(event).encode() for event in events])
+
+    ingestor = _ingest_all(store, kafka_bootstrap, topic, len(events))
+
+    assert ingestor.stats.stored == len(events) and ingestor.stats.dead_lettered == 0
+    assert _rows(store, "SELECT job, \"table\" FROM sink_job_lineage") == [
+        ("app.insert_into.enriched", "enriched"), ("app.stream.clicks", "clicks")]
+    assert _rows(store, "SELECT count(*) FROM column_lineage") == [(3,)]
+    assert _rows(store, "SELECT job, barrier_id, \"table\", snapshot_id FROM sink_snapshot_lineage") == [
+        ("app.insert_into.enriched", 1, "enriched", "enriched-v1"), ("app.stream.clicks", 3, "clicks", "sink-3")]
+
+
+def test_poison_messages_go_to_the_dead_letter_topic_and_later_events_are_stored(store, kafka_bootstrap):
+    topic = unique_topic("events", kafka_bootstrap)
+    good_first, good_last = batch_write("app.insert_into.t", [table("raw", "a", ["x"])], table("mart", "t", ["x"]))
+    invalid = {**good_first, "run": {"runId": "42"}}
+    _produce(kafka_bootstrap, topic, [json.dumps(good_first).encode(), b"\x00not json", json.dumps(invalid).encode(),
+                                      json.dumps(good_last).encode()])
+
+    ingestor = _ingest_all(store, kafka_bootstrap, topic, 4)
+    dead = read_topic(kafka_bootstrap, f"{topic}.dlq", expected=2)
+
+    assert ingestor.stats.dead_lettered == 2 and ingestor.stats.stored == 2
+    headers = [dict(record.headers) for record in dead]
+    assert [h[OFFSET_HEADER] for h in headers] == [b"1", b"2"]
+    assert all(h[TOPIC_HEADER] == topic.encode() and h[PARTITION_HEADER] == b"0" for h in headers)
+    assert b"not JSON" in headers[0][REASON_HEADER] and b"run.runId" in headers[1][REASON_HEADER]
+    assert dead[0].value == b"\x00not json"
+    assert _rows(store, "SELECT state FROM runs") == [("COMPLETED",)]
+
+
+def test_reading_the_topic_again_changes_nothing_and_offsets_are_committed(store, kafka_bootstrap):
+    topic = unique_topic("events", kafka_bootstrap)
+    events = _spark_events()
+    _produce(kafka_bootstrap, topic, [json.dumps(event).encode() for event in events])
+    group = f"g-{uuid.uuid4().hex[:8]}"
+
+    _ingest_all(store, kafka_bootstrap, topic, len(events), group=group)
+    first = dump(store)
+    replayed = _ingest_all(store, kafka_bootstrap, topic, len(events))  # a new group re-reads everything
+    _produce(kafka_bootstrap, topic, [json.dumps(events[0]).encode()])
+    same_group = _ingest_all(store, kafka_bootstrap, topic, 1, group=group)  # resumes after its commit
+
+    assert replayed.stats.records == len(events) and replayed.stats.stored == 0
+    assert dump(store) == first
+    assert same_group.stats.records == 1 and same_group.stats.duplicates == 1
