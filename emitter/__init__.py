@@ -1,0 +1,25 @@
+"""OpenLineage emitter for Apache Spark: `attach(spark)` to a session, or `python -m emitter run job.py`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from emitter.config import EmitterConfig
+    from emitter.listener import Attachment
+
+__all__ = ["attach"]
+
+
+def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) -> Attachment | None:
+    """Emit OpenLineage events for every write `spark` runs. Never raises; idempotent; None when
+    disabled (OPENLINEAGE_DISABLED=true or spark.openlineage.disabled=true) or on failure."""
+    try:
+        from emitter import listener
+    except Exception as error:  # noqa: BLE001 - pyspark missing or broken: the job goes on
+        import logging
+
+        logging.getLogger(__name__).warning("OpenLineage emitter not attached: %s", error)
+        return None
+    return listener.attach(spark, config)

@@ -1,0 +1,60 @@
+"""Command line: run an unmodified PySpark script with the emitter attached.
+
+    python -m emitter run job.py [ARGS...]      (also: lineage-emitter run ...)
+    python -m emitter pythonpath                 directory to put on PYTHONPATH so that
+                                                 `spark-submit job.py` attaches with no code change
+
+`run` executes the script as `__main__` with `sys.argv = [job.py, ARGS...]`, every SparkSession
+that `SparkSession.builder.getOrCreate()` returns attached; the script's output and exit code
+are unchanged, and its events are flushed (bounded) before the process ends.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from collections.abc import Sequence
+
+USAGE = "usage: python -m emitter run SCRIPT.py [ARGS...] | python -m emitter pythonpath"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in {"-h", "--help"}:
+        print(USAGE, file=sys.stderr if not args else sys.stdout)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "run" and rest:
+        return run_script(rest[0], rest[1:])
+    if command == "pythonpath":
+        print(autoattach_dir())
+        return 0
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+def autoattach_dir() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "autoattach")
+
+
+def run_script(script: str, script_args: Sequence[str]) -> int:
+    from emitter import listener
+
+    listener.install_auto_attach()
+    sys.argv = [script, *script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as exit_request:
+        listener.close_all()
+        raise exit_request
+    except BaseException:
+        listener.close_all()
+        raise
+    listener.close_all()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

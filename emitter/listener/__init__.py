@@ -1,0 +1,219 @@
+"""Attaching to a live SparkSession: the only package that imports pyspark / py4j.
+
+`attach` registers the batch `QueryExecutionListener` (and the streaming listener when that
+module provides `register(spark, pipeline)`), emits the parent application run START, and makes
+sure the application COMPLETE is emitted and the transport flushed, with bounded waits, whether
+the script calls `spark.stop()` or simply ends.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from emitter.capture import SessionInfo
+from emitter.config import EmitterConfig, is_disabled, load_config
+from emitter.listener.batch import BatchListener
+from emitter.pipeline import Pipeline
+
+log = logging.getLogger(__name__)
+
+MAX_TO_STRING_FIELDS = "100000"  # Spark truncates field lists in plan JSON beyond this
+_CONF_KEYS = (
+    "spark.openlineage.namespace",
+    "spark.openlineage.jobName",
+    "spark.openlineage.disabled",
+    "spark.openlineage.emitReads",
+    "spark.openlineage.closeTimeoutSeconds",
+)
+
+
+class Attachment:
+    """One SparkSession with the emitter attached; `close` is idempotent and bounded."""
+
+    def __init__(self, spark: Any, pipeline: Pipeline, listener: BatchListener, client: Any) -> None:
+        self.spark = spark
+        self.pipeline = pipeline
+        self.listener = listener
+        self.client = client
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self.wait_for_listener_bus()
+            self.pipeline.complete_application()
+        except Exception as error:  # noqa: BLE001
+            log.warning("OpenLineage: application run not completed: %s", error)
+        try:
+            self.client.close(self.pipeline.config.close_timeout_s)
+        except Exception as error:  # noqa: BLE001
+            log.warning("OpenLineage: transport not flushed: %s", error)
+
+    def wait_for_listener_bus(self) -> None:
+        """Let Spark deliver every pending callback (they run on the listener bus thread)."""
+        spark_context = self.spark.sparkContext
+        if spark_context._jsc is None:
+            return
+        try:
+            spark_context._jsc.sc().listenerBus().waitUntilEmpty(self.pipeline.config.listener_bus_timeout_ms)
+        except Exception as error:  # noqa: BLE001 - a timeout: emit what we have
+            log.warning("OpenLineage: Spark listener bus not drained: %s", error)
+
+
+_attachments: dict[int, Attachment] = {}
+_attach_lock = threading.RLock()
+
+
+def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) -> Attachment | None:
+    """Attach the emitter to `spark`; never raises; None when disabled or on failure."""
+    try:
+        with _attach_lock:
+            key = _session_key(spark)
+            if key in _attachments:
+                return _attachments[key]
+            attachment = _attach(spark, config)
+            if attachment is not None:
+                _attachments[key] = attachment
+            return attachment
+    except Exception as error:  # noqa: BLE001
+        log.warning("OpenLineage emitter not attached: %s", error)
+        return None
+
+
+def _session_key(spark: Any) -> int:
+    return int(spark.sparkContext._gateway.jvm.System.identityHashCode(spark._jsparkSession))
+
+
+def _attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None) -> Attachment | None:
+    spark_conf = {key: value for key in _CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
+    if is_disabled(spark_conf) or (isinstance(config, EmitterConfig) and config.disabled):
+        log.info("OpenLineage is disabled: nothing attached")
+        return None
+    settings = load_config(spark_conf, config)
+    if settings.disabled:
+        return None
+    spark.conf.set("spark.sql.debug.maxToStringFields", MAX_TO_STRING_FIELDS)
+    client = make_client(settings)
+    pipeline = Pipeline(settings, session_info(spark), client)
+    pipeline.start_application()
+    gateway = spark.sparkContext._gateway
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(gateway)
+    listener = BatchListener(gateway, pipeline.handle)
+    spark._jsparkSession.listenerManager().register(listener)
+    attachment = Attachment(spark, pipeline, listener, client)
+    _register_streaming(spark, pipeline)
+    _close_on_stop(spark)
+    atexit.register(attachment.close)
+    return attachment
+
+
+def session_info(spark: Any) -> SessionInfo:
+    spark_context = spark.sparkContext
+    return SessionInfo(
+        app_name=str(spark_context.appName),
+        app_id=str(spark_context.applicationId),
+        spark_version=str(spark.version),
+        master=str(spark_context.master),
+        warehouse_dir=str(spark.conf.get("spark.sql.warehouse.dir", "") or ""),
+        metastore_uri=spark.conf.get("spark.hadoop.hive.metastore.uris", None)
+        or spark_context.getConf().get("spark.hadoop.hive.metastore.uris"),
+    )
+
+
+def make_client(settings: EmitterConfig) -> Any:
+    """openlineage-python's client, configured its own way (yml / env), with our kafka transport."""
+    try:
+        from emitter import transports
+
+        transports.register()
+    except Exception as error:  # noqa: BLE001 - our kafka transport is optional here
+        log.debug("emitter.transports not registered: %s", error)
+    from openlineage.client import OpenLineageClient
+
+    return OpenLineageClient(config=settings.client_config)
+
+
+def _register_streaming(spark: Any, pipeline: Pipeline) -> None:
+    try:
+        streaming = importlib.import_module("emitter.listener.streaming")
+    except ImportError:
+        return
+    register = getattr(streaming, "register", None)
+    if register is None:
+        return
+    try:
+        register(spark, pipeline)
+    except Exception as error:  # noqa: BLE001
+        log.warning("OpenLineage streaming listener not registered: %s", error)
+
+
+_stop_wrapped = False
+
+
+def _close_on_stop(spark: Any) -> None:
+    """Wrap SparkSession.stop (once, class-wide) so the app run completes while the JVM is up."""
+    global _stop_wrapped  # noqa: PLW0603
+    if _stop_wrapped:
+        return
+    session_class = type(spark)
+    original_stop = session_class.stop
+
+    def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
+        close_session(self)
+        return original_stop(self, *args, **kwargs)
+
+    stop.__wrapped__ = original_stop  # type: ignore[attr-defined]
+    session_class.stop = stop
+    _stop_wrapped = True
+
+
+def close_session(spark: Any) -> None:
+    try:
+        with _attach_lock:
+            attachment = _attachments.pop(_session_key(spark), None)
+        if attachment is not None:
+            attachment.close()
+    except Exception as error:  # noqa: BLE001
+        log.warning("OpenLineage: closing failed: %s", error)
+
+
+def close_all() -> None:
+    """Complete every attached application and flush (the end of `python -m emitter run`)."""
+    with _attach_lock:
+        attachments = list(_attachments.values())
+        _attachments.clear()
+    for attachment in attachments:
+        attachment.close()
+
+
+_get_or_create_wrapped = False
+
+
+def install_auto_attach(config: EmitterConfig | Mapping[str, Any] | None = None) -> None:
+    """Wrap SparkSession.Builder.getOrCreate so every session it returns is attached."""
+    global _get_or_create_wrapped  # noqa: PLW0603
+    if _get_or_create_wrapped:
+        return
+    from pyspark.sql import SparkSession
+
+    original = SparkSession.Builder.getOrCreate
+
+    def get_or_create(self: Any) -> Any:
+        session = original(self)
+        attach(session, config)
+        return session
+
+    get_or_create.__wrapped__ = original  # type: ignore[attr-defined]
+    SparkSession.Builder.getOrCreate = get_or_create
+    _get_or_create_wrapped = True

@@ -1,0 +1,106 @@
+"""The batch hook: a Python `QueryExecutionListener` (called through py4j on Spark's listener bus
+thread) that copies each action into a `Capture` and hands it to the pipeline.
+
+It must never disturb the job: every callback is wrapped, failures are logged and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from emitter.capture import Capture, RelationInfo
+from emitter.listener import jvm
+
+log = logging.getLogger(__name__)
+
+STACK_TRACE_LIMIT = 16_000
+
+
+class BatchListener:
+    """Implements org.apache.spark.sql.util.QueryExecutionListener for py4j."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
+
+    def __init__(self, gateway: Any, handle: Callable[[Capture], Any]) -> None:
+        self.dumper = jvm.PlanDumper(gateway)
+        self.gateway = gateway
+        self.handle = handle
+        self.extraction_ms: list[float] = []  # per captured action, for benchmarks and reports
+
+    def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:  # noqa: N802
+        self._on_action(func_name, query_execution, duration_ns, None)
+
+    def onFailure(self, func_name: str, query_execution: Any, exception: Any) -> None:  # noqa: N802
+        self._on_action(func_name, query_execution, None, exception)
+
+    def _on_action(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> None:
+        try:
+            capture = self.capture(func_name, query_execution, duration_ns, exception)
+            if capture is not None:
+                self.handle(capture)
+        except Exception as error:  # noqa: BLE001 - never let lineage break the job
+            log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
+
+    def capture(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:
+        started = time.perf_counter()
+        end_time = datetime.now(timezone.utc)
+        plan = query_execution.optimizedPlan()
+        root_class = jvm.simple_class(plan)
+        write = jvm.write_info(plan, root_class, query_execution)
+        leaves, cached_plans = self._leaves(plan)
+        if write is None and not leaves:
+            return None
+        plan_json = self.dumper.to_json(plan)
+        error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)
+        extraction_ms = (time.perf_counter() - started) * 1000
+        self.extraction_ms.append(extraction_ms)
+        return Capture(
+            func_name=str(func_name),
+            query_execution_id=int(query_execution.id()),
+            end_time=end_time,
+            duration_ns=int(duration_ns or 0),
+            plan_json=plan_json,
+            succeeded=exception is None,
+            error_message=error_message,
+            error_stack=error_stack,
+            root_class=root_class,
+            leaves=leaves,
+            cached_plan_jsons=cached_plans,
+            write=write,
+            extraction_ms=extraction_ms,
+        )
+
+    def _leaves(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str]]:
+        """Every leaf relation keyed by leaf_key, following cached DataFrames into the plan they cache."""
+        leaves: dict[int, RelationInfo] = {}
+        cached_plans: dict[int, str] = {}
+        pending = [plan]
+        while pending:
+            for leaf in jvm.leaves_with_subqueries(pending.pop()):
+                key = jvm.leaf_key(leaf)
+                if key is None or key in leaves or key in cached_plans:
+                    continue
+                node_class = jvm.simple_class(leaf)
+                if node_class == "InMemoryRelation":
+                    cached_plan = leaf.cacheBuilder().logicalPlan()
+                    cached_plans[key] = self.dumper.to_json(cached_plan)
+                    pending.append(cached_plan)
+                    continue
+                info = jvm.relation_info(leaf, node_class)
+                if info.paths or info.table is not None:
+                    leaves[key] = info
+        return leaves, cached_plans
+
+
+def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:
+    message = str(exception.toString())
+    try:
+        stack = str(gateway.jvm.org.apache.spark.util.Utils.exceptionString(exception))[:STACK_TRACE_LIMIT]
+    except Exception:  # noqa: BLE001
+        stack = None
+    return message, stack
