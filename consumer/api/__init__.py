@@ -16,6 +16,7 @@ from fastapi import Depends, FastAPI
 from consumer.api import lineage_store, marquez
 from consumer.api.auth import require_token
 from consumer.api.errors import install_error_handlers
+from consumer.api.paths import KeepEncodedSlashes
 
 TOKEN_ENV = "LINEAGE_API_TOKEN"
 
@@ -29,6 +30,7 @@ def create_app(store: Any, settings: Any = None) -> FastAPI:
     app.state.store = store
     app.state.api_token = getattr(settings, "api_token", None) or os.environ.get(TOKEN_ENV) or None
     install_error_handlers(app)
+    app.add_middleware(KeepEncodedSlashes)
     app.include_router(marquez.router)
     app.include_router(lineage_store.router)
     ingestion = _ingestion_router()

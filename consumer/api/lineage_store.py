@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from consumer.api.auth import require_token
+from consumer.api.paths import segment
 from consumer.query import lineage_store as ls
 from consumer.query.render import to_dot, to_svg
 
@@ -76,10 +77,12 @@ def graph_dot(request: Request, nodeId: str = Query(...), depth: int = Query(5, 
 @router.delete("/jobs/{namespace}/{job}/table-lineage", dependencies=[Depends(require_token)])
 def delete_table_lineage(request: Request, namespace: str, job: str) -> dict:
     """Forget which datasets the job read and wrote and its column lineage (Paimon's delete-table-lineage). Needs the token."""
+    namespace, job = segment(namespace), segment(job)
     return {"job": {"namespace": namespace, "name": job}, "removedRows": request.app.state.store.delete_table_lineage(job, namespace)}
 
 
 @router.delete("/jobs/{namespace}/{job}/data-lineage", dependencies=[Depends(require_token)])
 def delete_data_lineage(request: Request, namespace: str, job: str) -> dict:
     """Forget the snapshots the job's runs consumed and produced (Paimon's delete-data-lineage). Needs the token."""
+    namespace, job = segment(namespace), segment(job)
     return {"job": {"namespace": namespace, "name": job}, "removedRows": request.app.state.store.delete_data_lineage(job, namespace)}

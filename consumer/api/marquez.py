@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 
+from consumer.api.paths import segment
 from consumer.query import marquez as q
 
 router = APIRouter(prefix="/api/v1")
@@ -28,7 +29,7 @@ def list_namespaces(request: Request, limit: int = Limit, offset: int = Offset) 
 
 @router.get("/namespaces/{namespace}", tags=["Namespaces"])
 def get_namespace(request: Request, namespace: str) -> dict:
-    return q.get_namespace(_store(request), namespace)
+    return q.get_namespace(_store(request), segment(namespace))
 
 
 @router.get("/tags", tags=["Tags"])
@@ -54,17 +55,17 @@ def list_jobs(
     offset: int = Offset,
     lastRunStates: list[str] | None = Query(None),
 ) -> dict:
-    return q.list_jobs(_store(request), namespace, limit, offset, _states(lastRunStates))
+    return q.list_jobs(_store(request), segment(namespace), limit, offset, _states(lastRunStates))
 
 
 @router.get("/namespaces/{namespace}/jobs/{job}", tags=["Jobs"])
 def get_job(request: Request, namespace: str, job: str) -> dict:
-    return q.get_job(_store(request), namespace, job)
+    return q.get_job(_store(request), segment(namespace), segment(job))
 
 
 @router.get("/namespaces/{namespace}/jobs/{job}/runs", tags=["Jobs"])
 def list_runs(request: Request, namespace: str, job: str, limit: int = Limit, offset: int = Offset) -> dict:
-    return q.list_runs(_store(request), namespace, job, limit, offset)
+    return q.list_runs(_store(request), segment(namespace), segment(job), limit, offset)
 
 
 @router.get("/jobs/runs/{run_id}", tags=["Jobs"])
@@ -79,19 +80,19 @@ def get_run_facets(request: Request, run_id: str, type: Literal["run", "job"] = 
 
 @router.get("/namespaces/{namespace}/datasets", tags=["Datasets"])
 def list_datasets(request: Request, namespace: str, limit: int = Limit, offset: int = Offset) -> dict:
-    return q.list_datasets(_store(request), namespace, limit, offset)
+    return q.list_datasets(_store(request), segment(namespace), limit, offset)
 
 
 @router.get("/namespaces/{namespace}/datasets/{dataset}", tags=["Datasets"])
 def get_dataset(request: Request, namespace: str, dataset: str) -> dict:
-    return q.get_dataset(_store(request), namespace, dataset)
+    return q.get_dataset(_store(request), segment(namespace), segment(dataset))
 
 
 @router.get("/namespaces/{namespace}/datasets/{dataset}/versions", tags=["Datasets"])
 def list_dataset_versions(
     request: Request, namespace: str, dataset: str, limit: int = Limit, offset: int = Offset
 ) -> dict:
-    return q.list_dataset_versions(_store(request), namespace, dataset, limit, offset)
+    return q.list_dataset_versions(_store(request), segment(namespace), segment(dataset), limit, offset)
 
 
 @router.get("/lineage", tags=["Lineage"])
