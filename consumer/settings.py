@@ -55,6 +55,11 @@ class Settings:
     session_timeout_ms: int = 10000
     max_poll_interval_ms: int = 60000
 
+    @property
+    def api_token(self) -> str | None:
+        """The name consumer.api.create_app reads."""
+        return self.token
+
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
         values = {name: getattr(args, name) for name, *_ in _OPTIONS if hasattr(args, name)}
@@ -76,3 +81,4 @@ def add_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None
 
 def documented_options() -> list[tuple[str, str, str | None, str]]:
     return [(flag, env, default, help_text) for _, flag, env, default, help_text in _OPTIONS]
+

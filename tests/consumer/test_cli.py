@@ -1,0 +1,111 @@
+"""`python -m consumer ...` as a user runs it: real processes, real databases, real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import httpx
+import pytest
+from kafka import KafkaProducer
+
+from tests.consumer.factory import batch_write, table, with_column_lineage
+from tests.consumer.helpers import dump, write_events
+from tests.support.broker import free_port, unique_topic
+from tests.support.paths import PROJECT_ROOT
+
+WAIT_LIMIT_SECONDS = 60.0
+
+
+def _consumer(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "consumer", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def _events() -> list[dict]:
+    source = table("raw", "orders", ["id"], snapshot="o1")
+    output = with_column_lineage(table("mart", "o", ["id"], snapshot="m1"), {"id": [(source, "id")]})
+    return batch_write("app.insert_into.o", [source], output)
+
+
+def test_missing_database_is_one_line_and_a_nonzero_exit():
+    result = _consumer("migrate", "--store", f"postgresql://postgres@127.0.0.1:{free_port()}/nothing")
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: cannot open the lineage store")
+
+
+def test_missing_broker_is_one_line_and_a_nonzero_exit(sqlite_url):
+    result = _consumer("ingest", "--bootstrap-servers", f"127.0.0.1:{free_port()}", env={"LINEAGE_STORE_URL": sqlite_url})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "no Kafka broker answers" in result.stderr
+
+
+def test_migrate_is_versioned_and_idempotent(store_url):
+    first = _consumer("migrate", "--store", store_url)
+    second = _consumer("migrate", env={"LINEAGE_STORE_URL": store_url})
+    assert first.stdout.strip() == "schema at version 1 (applied 1)"
+    assert second.stdout.strip() == "schema at version 1 (nothing to apply)"
+
+
+def test_replay_rebuilds_the_same_stores_with_a_progress_bar(store, store_url):
+    write_events(store, _events())
+    before = dump(store)
+    result = _consumer("replay", "--store", store_url)
+    assert result.returncode == 0, result.stderr
+    assert "replay [" in result.stderr and "100% 2/2" in result.stderr
+    assert dump(store) == before
+
+
+def test_delete_commands_remove_a_jobs_lineage(store, store_url):
+    write_events(store, _events())
+    table_result = _consumer("delete-table-lineage", "--job", "app.insert_into.o", "--store", store_url)
+    data_result = _consumer("delete-data-lineage", "--job", "app.insert_into.o", "--store", store_url)
+    assert json.loads(table_result.stdout)["removedRows"] == 3
+    assert json.loads(data_result.stdout)["removedRows"] == 2
+    assert dump(store)["job_io"] == [] and dump(store)["snapshot_lineage"] == []
+
+
+@pytest.mark.kafka
+def test_serve_ingests_from_kafka_and_over_http(sqlite_url, kafka_bootstrap):
+    topic = unique_topic("serve", kafka_bootstrap)
+    port = free_port()
+    start, complete = _events()
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    producer.send(topic, json.dumps(start).encode())
+    producer.flush()
+    producer.close()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "consumer", "serve", "--store", sqlite_url, "--bootstrap-servers", kafka_bootstrap,
+         "--topic", topic, "--group", f"g-{uuid.uuid4().hex[:6]}", "--port", str(port), "--host", "127.0.0.1",
+         "--session-timeout-ms", "3000", "--max-poll-interval-ms", "3000"],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}/api/v1"
+        runs = _wait_for(lambda: httpx.get(f"{base}/namespaces/spark/jobs/app.insert_into.o/runs").json()["runs"])
+        posted = httpx.post(f"{base}/lineage", json=complete)
+        final = _wait_for(lambda: [r for r in httpx.get(f"{base}/namespaces/spark/jobs/app.insert_into.o/runs").json()["runs"]
+                                   if r["state"] == "COMPLETED"])
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+    assert len(runs) == 1 and posted.status_code == 201 and len(final) == 1
+
+
+def _wait_for(probe):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + WAIT_LIMIT_SECONDS
+    while True:
+        try:
+            found = probe()
+            if found:
+                return found
+        except (httpx.HTTPError, KeyError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError("nothing arrived before the wait limit")
+        time.sleep(0.2)
