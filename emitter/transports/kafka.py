@@ -1,0 +1,260 @@
+"""The ``kafka`` transport, on kafka-python (the only module of the emitter importing it).
+
+Configured like openlineage-python's own Kafka transport (``topic``, ``config`` with the
+producer settings, optional ``messageKey``; ``flush`` is accepted and ignored, because
+``emit`` never waits for the broker here) plus our spool settings: ``spoolDir``,
+``spoolMaxBytes``, ``flushTimeoutSeconds``, ``queueSize``. docs/kafka.md is the reference.
+
+Producer settings may use librdkafka's dotted names (``bootstrap.servers``,
+``sasl.username``, ``ssl.ca.location`` ...) or kafka-python's (``bootstrap_servers`` — the
+form ``OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS`` arrives in); both are translated
+to kafka-python arguments, values coerced to the type kafka-python expects.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+import attrs
+from openlineage.client.transport.transport import Config, Transport
+
+from emitter.transports.records import Pending, Record, message_key, next_seq
+from emitter.transports.sender import BackgroundSender, SenderSettings
+from emitter.transports.spool import Spool, default_spool_dir
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SPOOL_MAX_BYTES = 100 * 1024 * 1024
+DEFAULT_FLUSH_TIMEOUT_SECONDS = 10.0
+DEFAULT_QUEUE_SIZE = 1000
+
+# Our defaults, each overridable: fail fast so events move to the spool instead of
+# waiting in kafka-python's buffers for its 30-120 s defaults.
+DEFAULT_PRODUCER_SETTINGS: dict[str, Any] = {
+    "client_id": "spark-lineage-emitter",
+    "bootstrap_timeout_ms": 2000,
+    "max_block_ms": 2000,
+    "request_timeout_ms": 5000,
+    "delivery_timeout_ms": 10000,
+    "reconnect_backoff_max_ms": 1000,
+    "linger_ms": 5,
+    # per-partition order even across retries, whatever idempotence the broker offers
+    "max_in_flight_requests_per_connection": 1,
+}
+
+# librdkafka names (dots already turned into underscores) whose kafka-python name differs
+RENAMED_PRODUCER_SETTINGS = {
+    "sasl_mechanisms": "sasl_mechanism",
+    "sasl_username": "sasl_plain_username",
+    "sasl_password": "sasl_plain_password",
+    "sasl_kerberos_principal": "sasl_kerberos_name",
+    "ssl_ca_location": "ssl_cafile",
+    "ssl_certificate_location": "ssl_certfile",
+    "ssl_key_location": "ssl_keyfile",
+    "ssl_key_password": "ssl_password",
+    "ssl_crl_location": "ssl_crlfile",
+    "ssl_cipher_suites": "ssl_ciphers",
+    "message_max_bytes": "max_request_size",
+    "queue_buffering_max_ms": "linger_ms",
+    "message_timeout_ms": "delivery_timeout_ms",
+    "compression_codec": "compression_type",
+    "socket_connection_setup_timeout_ms": "request_timeout_ms",
+}
+UPPERCASE_PRODUCER_SETTINGS = {"security_protocol", "sasl_mechanism"}
+# we send bytes we serialized ourselves; a serializer from the config would double-encode
+IGNORED_PRODUCER_SETTINGS = {"key_serializer", "value_serializer"}
+
+# config keys as they arrive: YAML camelCase, env vars lower-cased, snake_case
+_CONFIG_ALIASES = {
+    "topic": "topic",
+    "config": "config",
+    "flush": "flush",
+    "messagekey": "messageKey",
+    "message_key": "messageKey",
+    "spooldir": "spoolDir",
+    "spool_dir": "spoolDir",
+    "spoolmaxbytes": "spoolMaxBytes",
+    "spool_max_bytes": "spoolMaxBytes",
+    "flushtimeoutseconds": "flushTimeoutSeconds",
+    "flush_timeout_seconds": "flushTimeoutSeconds",
+    "queuesize": "queueSize",
+    "queue_size": "queueSize",
+}
+_FACTORY_KEYS = {"type", "name", "priority"}
+
+
+_KAFKA_LOG_SINK = logging.NullHandler()
+
+
+class KafkaConfigError(ValueError):
+    """The kafka transport configuration is missing something or has a wrong value."""
+
+
+@attrs.define
+class KafkaConfig(Config):
+    config: dict[str, Any]
+    topic: str
+    messageKey: str | None = None  # noqa: N815 - the official transport's spelling
+    flush: bool = True
+    spoolDir: str | None = None  # noqa: N815
+    spoolMaxBytes: int = DEFAULT_SPOOL_MAX_BYTES  # noqa: N815
+    flushTimeoutSeconds: float = DEFAULT_FLUSH_TIMEOUT_SECONDS  # noqa: N815
+    queueSize: int = DEFAULT_QUEUE_SIZE  # noqa: N815
+
+    @classmethod
+    def from_dict(cls, params: dict[str, Any]) -> KafkaConfig:
+        fields: dict[str, Any] = {}
+        for key, value in params.items():
+            canonical = _CONFIG_ALIASES.get(key.lower()) or _CONFIG_ALIASES.get(key)
+            if canonical is not None:
+                fields[canonical] = value
+            elif key.lower() not in _FACTORY_KEYS:
+                log.warning("kafka transport: ignoring unknown setting %r", key)
+        if not fields.get("topic"):
+            raise KafkaConfigError("kafka transport: `topic` is required (OPENLINEAGE__TRANSPORT__TOPIC)")
+        producer = fields.get("config")
+        if not isinstance(producer, Mapping):
+            raise KafkaConfigError(
+                "kafka transport: `config` must be a mapping of producer settings with bootstrap servers "
+                "(OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS=host:port)"
+            )
+        return cls(
+            config=dict(producer),
+            topic=str(fields["topic"]),
+            messageKey=str(fields["messageKey"]) if fields.get("messageKey") else None,
+            flush=_as_bool(fields.get("flush", True)),
+            spoolDir=str(fields["spoolDir"]) if fields.get("spoolDir") else None,
+            spoolMaxBytes=int(fields.get("spoolMaxBytes", DEFAULT_SPOOL_MAX_BYTES)),
+            flushTimeoutSeconds=float(fields.get("flushTimeoutSeconds", DEFAULT_FLUSH_TIMEOUT_SECONDS)),
+            queueSize=int(fields.get("queueSize", DEFAULT_QUEUE_SIZE)),
+        )
+
+
+def producer_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """kafka-python ``KafkaProducer`` keyword arguments for a librdkafka- or kafka-python-style config."""
+    from kafka import KafkaProducer
+
+    known = KafkaProducer.DEFAULT_CONFIG
+    settings = dict(DEFAULT_PRODUCER_SETTINGS)
+    for key, value in config.items():
+        name = key.lower().replace(".", "_").replace("-", "_")
+        name = RENAMED_PRODUCER_SETTINGS.get(name, name)
+        if name in IGNORED_PRODUCER_SETTINGS:
+            continue
+        if name not in known:
+            log.warning("kafka transport: producer setting %r has no kafka-python equivalent; ignored", key)
+            continue
+        settings[name] = _coerce(value, known[name], name)
+    bootstrap = settings.get("bootstrap_servers")
+    if not bootstrap:
+        raise KafkaConfigError(
+            "kafka transport: `config` needs bootstrap servers "
+            "(`bootstrap.servers` / OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS)"
+        )
+    return settings
+
+
+def _coerce(value: Any, default: Any, name: str) -> Any:
+    if name in UPPERCASE_PRODUCER_SETTINGS and isinstance(value, str):
+        return value.upper()
+    if name == "bootstrap_servers" and isinstance(value, str):
+        return [server.strip() for server in value.split(",") if server.strip()]
+    if isinstance(value, str):
+        if isinstance(default, bool):
+            return _as_bool(value)
+        if isinstance(default, int) and not isinstance(default, bool):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    return value
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return bool(value)
+
+
+class _FutureDelivery:
+    def __init__(self, future: Any) -> None:
+        self._future = future
+
+    def done(self) -> bool:
+        return bool(self._future.is_done)
+
+    def error(self) -> BaseException | None:
+        return self._future.exception if self._future.is_done and self._future.failed() else None
+
+
+class KafkaSink:
+    """A kafka-python producer seen as a Sink: records in, deliveries out."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        from kafka import KafkaProducer
+
+        self._producer = KafkaProducer(**settings)  # waits for bootstrap: only ever on the sender thread
+
+    def send(self, record: Record) -> _FutureDelivery:
+        key = record.key.encode("utf-8") if record.key is not None else None
+        return _FutureDelivery(self._producer.send(record.topic, key=key, value=record.value))
+
+    def flush(self, timeout_seconds: float) -> None:
+        self._producer.flush(timeout=timeout_seconds)
+
+    def close(self) -> None:
+        self._producer.close(timeout=0)
+
+
+class KafkaTransport(Transport):
+    """OpenLineage events to Kafka without ever making the Spark job wait (see the package docs)."""
+
+    kind = "kafka"
+    config_class = KafkaConfig
+
+    def __init__(self, config: KafkaConfig) -> None:
+        _require_kafka_python()
+        # kafka-python logs every refused connection at ERROR; without this, a script with no
+        # logging set up would print them (via logging.lastResort) while the broker is down
+        logging.getLogger("kafka").addHandler(_KAFKA_LOG_SINK)
+        self.config = config
+        self.topic = config.topic
+        self.message_key = config.messageKey
+        settings = producer_settings(config.config)
+        spool_dir = Path(config.spoolDir) if config.spoolDir else default_spool_dir(",".join(settings["bootstrap_servers"]))
+        self._sender = BackgroundSender(
+            connect=lambda: KafkaSink(settings),
+            spool=Spool(spool_dir, config.spoolMaxBytes),
+            settings=SenderSettings(queue_size=config.queueSize, flush_timeout_seconds=config.flushTimeoutSeconds),
+            name=f"openlineage-kafka-{config.topic}",
+        )
+        self._sender.start()
+        # a script that never closes its client still gets its events delivered or spooled
+        atexit.register(self._sender.close, None)
+        log.debug("kafka transport to topic %s via %s, spool %s", self.topic, settings["bootstrap_servers"], spool_dir)
+
+    @property
+    def spool(self) -> Spool:
+        return self._sender.spool
+
+    def emit(self, event: Any) -> None:
+        try:
+            key = self.message_key or message_key(event)
+            self._sender.submit(Pending(seq=next_seq(), topic=self.topic, key=key, event=event))
+        except Exception:  # the Spark job must never see a lineage failure
+            log.exception("kafka transport: could not accept a lineage event")
+
+    def close(self, timeout: float = -1) -> bool:
+        atexit.unregister(self._sender.close)
+        return self._sender.close(timeout)
+
+
+def _require_kafka_python() -> None:
+    try:
+        import kafka  # noqa: F401
+    except ImportError as error:
+        raise ImportError(
+            "the kafka transport needs kafka-python: pip install 'spark-lineage[emitter]' (or kafka-python)"
+        ) from error

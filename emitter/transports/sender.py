@@ -1,0 +1,362 @@
+"""The background sender: the only thread that talks to the broker.
+
+``submit`` (called by ``emit`` on the Spark thread) only puts the event on a bounded
+queue; when the queue is full the record goes straight to the spool — never blocking,
+never dropping silently. The sender thread serializes, connects lazily (a broker that is
+not there must cost the job nothing), sends, and watches deliveries:
+
+* while the spool holds records (left by a previous application, or written because the
+  broker was down, slow or the queue full), live events are appended to the spool too and
+  the spool is delivered oldest first, so per-key order survives an outage;
+* a record whose delivery fails is spooled; a record that was acknowledged is never
+  spooled (at-least-once, but no duplicates on the clean path);
+* ``close(timeout)`` delivers what it can until the deadline and spools the rest; if the
+  thread is stuck in a network call, the closing thread spools the leftovers itself.
+
+It knows the broker only through :class:`Sink` (records in, deliveries out), so the
+Kafka client library stays in ``kafka.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Callable, Protocol
+
+import attrs
+
+from emitter.transports.records import Pending, Record
+from emitter.transports.spool import Spool
+
+log = logging.getLogger(__name__)
+
+QUEUE_POLL_SECONDS = 0.05
+JOIN_GRACE_SECONDS = 0.25
+
+
+class Delivery(Protocol):
+    def done(self) -> bool: ...
+
+    def error(self) -> BaseException | None: ...
+
+
+class Sink(Protocol):
+    def send(self, record: Record) -> Delivery: ...
+
+    def flush(self, timeout_seconds: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@attrs.frozen
+class SenderSettings:
+    queue_size: int = 1000
+    flush_timeout_seconds: float = 10.0
+    reconnect_backoff_seconds: tuple[float, float] = (0.2, 5.0)
+    spool_rescan_seconds: float = 5.0
+    drain_batch_size: int = 200
+    drain_ack_timeout_seconds: float = 15.0
+
+
+@attrs.define
+class _Backoff:
+    low: float
+    high: float
+    current: float = 0.0
+
+    def next(self) -> float:
+        self.current = min(self.high, self.current * 2) if self.current else self.low
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+@attrs.define
+class _InFlight:
+    record: Record
+    delivery: Delivery
+
+
+class BackgroundSender:
+    """Owns the queue, the sink and the spool; see the module docstring."""
+
+    def __init__(self, connect: Callable[[], Sink], spool: Spool, settings: SenderSettings, name: str) -> None:
+        self.spool = spool
+        self._connect = connect
+        self._settings = settings
+        self._queue: queue.Queue[Pending] = queue.Queue(maxsize=settings.queue_size)
+        self._lock = threading.Lock()
+        self._in_flight: list[_InFlight] = []
+        self._current: Record | None = None
+        self._sink: Sink | None = None
+        self._backoff = _Backoff(*settings.reconnect_backoff_seconds)
+        self._spool_has_records = not spool.is_empty()
+        self._last_spool_scan = time.monotonic()
+        self._stopping = threading.Event()
+        self._deadline = float("inf")
+        self._abandoned = False
+        self._closed = False
+        self._all_delivered = False
+        self.queue_overflows = 0
+        self._warned_unreachable = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    # -- caller side ---------------------------------------------------------------------
+
+    def submit(self, pending: Pending) -> None:
+        """Never blocks: queue the event, or spool it when the queue is full or we are closed."""
+        if not self._closed:
+            try:
+                self._queue.put_nowait(pending)
+                return
+            except queue.Full:
+                self._log_queue_full()
+        else:
+            log.warning("Lineage transport already closed; spooling the event to %s", self.spool.directory)
+        with self._lock:
+            self._spool_queued_locked()  # the queued events are older: on disk first, so order and "drop oldest" hold
+            self._spool_record(pending.record())
+
+    def close(self, timeout_seconds: float | None) -> bool:
+        """Deliver until the bound, spool the rest; True when nothing was left undelivered."""
+        if self._closed:
+            return self._all_delivered
+        bound = self._settings.flush_timeout_seconds if timeout_seconds is None or timeout_seconds < 0 else timeout_seconds
+        self._closed = True
+        self._deadline = time.monotonic() + bound
+        self._stopping.set()
+        self._thread.join(bound + JOIN_GRACE_SECONDS)
+        if self._thread.is_alive():
+            self._abandon()
+        return self._all_delivered
+
+    # -- sender thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                self._step()
+            self._finish()
+        except Exception:
+            log.exception("Lineage sender failed; spooling what is left")
+            self._abandon()
+
+    def _step(self) -> None:
+        sink = self._sink or self._try_connect()
+        if sink is None:
+            self._spool_queued()
+            self._stopping.wait(self._backoff.next())
+            return
+        if self._spool_pending():
+            self._spool_queued()
+            if not self._drain_spool(sink):
+                self._stopping.wait(self._backoff.next())
+            return
+        self._send_next_live(sink)
+
+    def _try_connect(self) -> Sink | None:
+        try:
+            sink = self._connect()
+        except Exception as error:
+            level = logging.DEBUG if self._warned_unreachable else logging.WARNING
+            log.log(level, "Kafka unreachable (%s); lineage events wait in %s", error, self.spool.directory)
+            self._warned_unreachable = True
+            return None
+        if self._abandoned:
+            sink.close()
+            return None
+        self._sink = sink
+        self._backoff.reset()
+        return sink
+
+    def _spool_pending(self) -> bool:
+        now = time.monotonic()
+        if not self._spool_has_records and now - self._last_spool_scan > self._settings.spool_rescan_seconds:
+            self._last_spool_scan = now
+            self._spool_has_records = not self.spool.is_empty()  # another application's leftovers
+        return self._spool_has_records
+
+    def _send_next_live(self, sink: Sink) -> None:
+        try:
+            pending = self._queue.get(timeout=QUEUE_POLL_SECONDS)
+        except queue.Empty:
+            self._reap()
+            return
+        record = self._serialize(pending)
+        if record is not None:
+            self._send(sink, record)
+        self._reap()
+
+    def _send(self, sink: Sink, record: Record) -> None:
+        with self._lock:
+            self._current = record
+        try:
+            delivery = sink.send(record)
+        except Exception as error:
+            log.warning("Sending a lineage event failed (%s); spooling it", error)
+            with self._lock:
+                self._current = None
+                if not self._abandoned:
+                    self._spool_record(record)
+            return
+        with self._lock:
+            self._current = None
+            self._in_flight.append(_InFlight(record, delivery))
+
+    def _reap(self) -> None:
+        """Forget acknowledged records, spool failed ones."""
+        with self._lock:
+            still_waiting: list[_InFlight] = []
+            for sent in self._in_flight:
+                if not sent.delivery.done():
+                    still_waiting.append(sent)
+                elif sent.delivery.error() is not None and not self._abandoned:
+                    log.warning("Lineage event not delivered (%s); spooling it", sent.delivery.error())
+                    self._spool_record(sent.record)
+            self._in_flight = still_waiting
+
+    def _spool_queued(self) -> None:
+        with self._lock:
+            self._spool_queued_locked()
+
+    def _spool_queued_locked(self) -> None:
+        while True:
+            try:
+                pending = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            record = self._serialize(pending)
+            if record is not None:
+                self._spool_record(record)
+
+    def _drain_spool(self, sink: Sink) -> bool:
+        """Deliver the spool oldest first; True when it is empty, False to retry later."""
+        with self.spool.drain_lock() as acquired:
+            if not acquired:
+                return False
+            while not self._abandoned and time.monotonic() < self._deadline:
+                with self._lock:
+                    batch = self.spool.oldest(self._settings.drain_batch_size)
+                    if not batch:
+                        self._spool_has_records = False
+                        return True
+                if not self._deliver_spooled(sink, batch):
+                    return False
+        return False
+
+    def _deliver_spooled(self, sink: Sink, batch: list) -> bool:
+        sent = []
+        for spooled in batch:
+            try:
+                sent.append((spooled, sink.send(spooled.record)))
+            except Exception as error:
+                log.debug("Sending spooled lineage events failed: %s", error)
+                break
+        self._flush(sink, min(self._settings.drain_ack_timeout_seconds, self._time_left()))
+        delivered_all = len(sent) == len(batch)
+        for spooled, delivery in sent:
+            if delivery.done() and delivery.error() is None:
+                self.spool.remove(spooled)
+            else:
+                delivered_all = False
+        if delivered_all:
+            self._backoff.reset()
+        return delivered_all
+
+    def _finish(self) -> None:
+        """After close(): deliver what is possible until the deadline, then spool the rest."""
+        sink = self._sink or self._try_connect()  # close() may come before the first connect
+        if sink is not None:
+            if self._spool_has_records:
+                self._spool_queued()
+                self._drain_spool(sink)
+            else:
+                while time.monotonic() < self._deadline:
+                    try:
+                        pending = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    record = self._serialize(pending)
+                    if record is not None:
+                        self._send(sink, record)
+            self._flush(sink, self._time_left())
+            self._reap()
+        self._abandon()
+        if sink is not None:
+            sink.close()
+
+    def _abandon(self) -> None:
+        """Spool everything not yet acknowledged; from now on the sender thread sends nothing."""
+        with self._lock:
+            if self._abandoned:
+                return
+            self._abandoned = True
+            leftovers = [sent.record for sent in self._in_flight if not _delivered(sent.delivery)]
+            if self._current is not None:
+                leftovers.append(self._current)
+            self._in_flight = []
+            while True:
+                try:
+                    pending = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                record = self._serialize(pending)
+                if record is not None:
+                    leftovers.append(record)
+            for record in leftovers:
+                self._spool_record(record)
+            self._all_delivered = not leftovers and not self._spool_has_records
+        if not self._all_delivered:
+            log.warning(
+                "Lineage events left undelivered at close (%d pending, %d in the spool); they wait in %s for the next run",
+                len(leftovers),
+                len(self.spool),
+                self.spool.directory,
+            )
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _log_queue_full(self) -> None:
+        self.queue_overflows += 1
+        if self.queue_overflows == 1 or self.queue_overflows % 1000 == 0:
+            log.warning(
+                "Lineage event queue full (%d events); %d event(s) spooled directly to %s so far",
+                self._settings.queue_size,
+                self.queue_overflows,
+                self.spool.directory,
+            )
+
+    def _spool_record(self, record: Record) -> None:
+        """Caller holds self._lock."""
+        try:
+            self.spool.append(record)
+        except OSError:
+            log.exception("Cannot write lineage spool %s; event lost", self.spool.directory)
+            return
+        self._spool_has_records = True
+
+    def _serialize(self, pending: Pending) -> Record | None:
+        try:
+            return pending.record()
+        except Exception:
+            log.exception("Cannot serialize lineage event; dropping it")
+            return None
+
+    def _flush(self, sink: Sink, timeout_seconds: float) -> None:
+        try:
+            sink.flush(max(0.0, timeout_seconds))
+        except Exception as error:
+            log.debug("Flush did not complete: %s", error)
+
+    def _time_left(self) -> float:
+        return max(0.0, self._deadline - time.monotonic()) if self._deadline != float("inf") else float("inf")
+
+
+def _delivered(delivery: Delivery) -> bool:
+    return delivery.done() and delivery.error() is None

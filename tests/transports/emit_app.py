@@ -1,0 +1,36 @@
+"""A stand-in application for spool tests: emits one application's events through an
+OpenLineageClient configured only by OPENLINEAGE__* env vars, prints their identities as
+JSON, and exits — without closing the client unless --close is given (then the
+transport's exit hook must deliver or spool them).
+
+    python -m tests.transports.emit_app APP_NAME ACTIONS [--close]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from openlineage.client import OpenLineageClient
+from openlineage.client.serde import Serde
+
+import emitter.transports
+from tests.transports.lineage_events import application_events, identity
+
+
+def main(argv: list[str]) -> int:
+    app_name, actions = argv[0], int(argv[1])
+    emitter.transports.register()
+    client = OpenLineageClient()
+    events = application_events(app_name, actions)
+    for event in events:
+        client.emit(event)
+    print(json.dumps([identity(json.loads(Serde.to_json(event))) for event in events]))
+    sys.stdout.flush()
+    if "--close" in argv:
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
