@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from attrs import field, frozen
 
@@ -38,18 +38,18 @@ class Attribute:
     data_type: str
 
 
-@frozen(eq=False)
-class Expr:
+class Expr(NamedTuple):
     """One Catalyst expression: simple class name, children in order, raw JSON fields.
 
     `subplan` is the nested plan of a subquery expression (ScalarSubquery, Exists, ListQuery...).
+    A NamedTuple rather than an attrs class: TPC-DS plans hold tens of thousands of these.
     """
 
     cls: str
     children: tuple[Expr, ...]
-    fields: Mapping[str, Any] = field(repr=False)
-    full_class: str = field(default="", repr=False)
-    subplan: Node | None = field(default=None, repr=False)
+    fields: Mapping[str, Any]
+    full_class: str = ""
+    subplan: Node | None = None
 
     @property
     def expr_id(self) -> int | None:

@@ -37,6 +37,7 @@ PASS_THROUGH = frozenset({
     "EventTimeWatermark", "UpdateEventTimeWatermarkColumn", "ReturnAnswer", "WithCTE", "CTERelationDef",
     "WriteFiles", "Subquery", "OneRowRelation", "LocalLimit", "WithWindowDefinition",
     "AttachDistributedSequence", "Coalesce", "DeserializeToObject", "SerializeFromObject",
+    "WindowGroupLimit", "Tail", "Offset",
 })
 # Leaf relations: each output attribute is a source column.
 LEAF_RELATIONS = frozenset({
@@ -64,6 +65,7 @@ class Graph:
     leaves: dict[int, tuple[Node, str]] = field(factory=dict)
     dataset: list[tuple[int, Transformation]] = field(factory=list)
     relations: list[Node] = field(factory=list)
+    _relation_ids: set[int] = field(factory=set)
     warnings: list[str] = field(factory=list)
     names: dict[int, str] = field(factory=dict)
     definitions: dict[int, Expr] = field(factory=dict)
@@ -131,7 +133,8 @@ class Graph:
             self.dataset.append((ref.expr_id, Transformation(INDIRECT, subtype, text, ref.role.masking)))
 
     def add_leaf(self, node: Node) -> None:
-        if node not in self.relations:
+        if id(node) not in self._relation_ids:
+            self._relation_ids.add(id(node))
             self.relations.append(node)
         for attribute in node.output:
             self.leaves.setdefault(attribute.expr_id, (node, attribute.name))
@@ -273,12 +276,31 @@ def _set_filter(node: Node, graph: Graph) -> None:
 
 
 def _expand(node: Node, graph: Graph) -> None:
-    projections = node.exprs.get("projections") or ()
+    projections = node.exprs.get("projections")
+    if not projections:
+        _expand_by_name(node, graph)
+        return
+    graph.declared.update(attribute.expr_id for attribute in node.output)
     for projection in projections:
         items = projection if isinstance(projection, tuple) else (projection,)
         for target, item in zip(node.output, items):
             if isinstance(item, Expr) and item.cls != "Literal":
                 graph.add_expression(target, item, inline=False)
+
+
+def _expand_by_name(node: Node, graph: Graph) -> None:
+    """Spark sometimes serializes Expand's projections as null: a new grouping attribute is then
+    the child column of the same name (Spark names them after it); the grouping id has none."""
+    inputs = node.children[0].output if node.children else ()
+    input_ids = {attr.expr_id for attr in inputs}
+    by_name: dict[str, Attribute] = {}
+    for attribute in inputs:
+        by_name.setdefault(display_name(attribute.name), attribute)
+    for target in node.output:
+        source = by_name.get(display_name(target.name))
+        if target.expr_id not in input_ids and source is not None:
+            graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY))
+        graph.declared.add(target.expr_id)
 
 
 def _generate(node: Node, graph: Graph) -> None:

@@ -85,14 +85,35 @@ def _strip_planned_write(query: Node, partition_columns: tuple[str, ...]) -> Nod
 def _output_columns(root: Node, query: Node) -> tuple[str, ...]:
     names = root.fields.get("outputColumnNames")
     if isinstance(names, str) and names.startswith("[") and names.endswith("]"):
-        inner = names[1:-1]
-        return tuple(name.strip() for name in inner.split(",")) if inner.strip() else ()
+        parsed = _split_names(names[1:-1])
+        if len(parsed) == len(query.output) or not query.output:
+            return parsed
     if isinstance(names, list):
         return tuple(str(name) for name in names)
     table = root.exprs.get("table")
     if isinstance(table, Node) and len(table.output) == len(query.output):
         return tuple(attribute.name for attribute in table.output)
     return tuple(attribute.name for attribute in query.output)
+
+
+def _split_names(text: str) -> tuple[str, ...]:
+    """Spark prints the names as `[a, b, round(x, 2)]`: split on top-level commas only."""
+    names: list[str] = []
+    depth = 0
+    current: list[str] = []
+    for char in text:
+        if char in "([<":
+            depth += 1
+        elif char in ")]>" and depth:
+            depth -= 1
+        if char == "," and depth == 0:
+            names.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    if "".join(current).strip():
+        names.append("".join(current).strip())
+    return tuple(names)
 
 
 def _catalog_table(root: Node) -> dict[str, Any] | None:
