@@ -296,7 +296,7 @@ def _dataset_select():
     )
 
 
-def _datasets(conn: Connection, rows: Sequence[Any]) -> list[dict]:
+def _datasets(conn: Connection, rows: Sequence[Any], with_column_lineage: bool = True) -> list[dict]:
     ids = [row.id for row in rows]
     fields: dict[int, list[dict]] = defaultdict(list)
     if ids:
@@ -307,7 +307,7 @@ def _datasets(conn: Connection, rows: Sequence[Any]) -> list[dict]:
                 {"name": f.name, "type": f.type or "UNKNOWN", "tags": as_json(f.tags) or [], "description": f.description}
             )
     tags = _tags_of(conn, s.dataset_tags, s.dataset_tags.c.dataset_id, ids)
-    lineage = _column_lineage_of(conn, ids)
+    lineage = _column_lineage_of(conn, ids) if with_column_lineage else {}
     modified = _last_modified(conn, ids)
     return [_dataset(r, fields[r.id], tags.get(r.id, []), lineage.get(r.id, []), modified.get(r.id)) for r in rows]
 
@@ -589,7 +589,7 @@ def lineage_graph(store: Any, node_text: str, depth: int) -> dict:
         job_rows = conn.execute(_job_select().where(s.jobs.c.id.in_(job_ids))).all() if job_ids else []
         dataset_rows = conn.execute(_dataset_select().where(s.datasets.c.id.in_(dataset_ids))).all() if dataset_ids else []
         nodes = [("JOB", job_id(r.namespace, r.name), data) for r, data in zip(job_rows, _jobs(conn, job_rows))]
-        nodes += [("DATASET", dataset_id(r.namespace, r.name), data) for r, data in zip(dataset_rows, _datasets(conn, dataset_rows))]
+        nodes += [("DATASET", dataset_id(r.namespace, r.name), data) for r, data in zip(dataset_rows, _datasets(conn, dataset_rows, with_column_lineage=False))]
     node_of_job = {r.id: job_id(r.namespace, r.name) for r in job_rows}
     node_of_dataset = {r.id: dataset_id(r.namespace, r.name) for r in dataset_rows}
     edges = [(node_of_dataset[d], node_of_job[j]) if direction == "input" else (node_of_job[j], node_of_dataset[d])
