@@ -165,11 +165,18 @@ def _coerce(value: Any, default: Any, name: str) -> Any:
     if isinstance(value, str):
         if isinstance(default, bool):
             return _as_bool(value)
-        if isinstance(default, int) and not isinstance(default, bool):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
+        if isinstance(default, (int, float)) and _is_number(value):  # not "all" for acks
+            number = float(value)
+            return int(number) if number.is_integer() else number
     return value
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _as_bool(value: Any) -> bool:
