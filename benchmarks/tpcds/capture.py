@@ -100,15 +100,25 @@ class _Recorder:
         return received
 
 
-def capture(wanted: Sequence[str] | None = None, target: Path | None = None) -> list[PlanRecord]:
-    generate.ensure_generated()
+def capture(
+    wanted: Sequence[str] | None = None,
+    target: Path | None = None,
+    tables_root: Path | None = None,
+    query_texts: dict[str, str] | None = None,
+    scratch: Path | None = None,
+) -> list[PlanRecord]:
+    """Run the wanted CTAS statements (all when None) and save their plans into `target`;
+    the Spark warehouse is a temporary directory (under `scratch` when given), removed after."""
+    if tables_root is None or query_texts is None:
+        generate.ensure_generated()
+    tables_root = tables_root or tables_dir()
     target = target or plans_dir()
     target.mkdir(parents=True, exist_ok=True)
-    statements = all_ctas(select_queries(load_query_texts(), wanted))
-    warehouse = Path(tempfile.mkdtemp(prefix="tpcds-capture-"))
+    statements = all_ctas(select_queries(query_texts or load_query_texts(), wanted))
+    warehouse = Path(tempfile.mkdtemp(prefix="tpcds-capture-", dir=scratch))
     session = spark_io.build_session(warehouse, "tpcds-capture")
     try:
-        spark_io.register_tables(session, tables_dir(), generate.table_names())
+        spark_io.register_tables(session, tables_root, generate.table_names(tables_root))
         records, failures = _capture_all(session, statements, target)
         spark_version = session.version
     finally:

@@ -72,7 +72,7 @@ def run(statements: list[Ctas], output_dir: Path, tables_root: Path | None = Non
     """Time `statements` in both variants; events land in `output_dir/events.jsonl`."""
     tables_root = tables_root or tables_dir()
     events_path = output_dir / "events.jsonl"
-    warehouse = Path(tempfile.mkdtemp(prefix="tpcds-run-"))
+    warehouse = Path(tempfile.mkdtemp(prefix="warehouse-", dir=output_dir))
     plain = spark_io.build_session(warehouse, "tpcds-bench")
     try:
         spark_io.register_tables(plain, tables_root, generate.table_names(tables_root))
