@@ -101,7 +101,8 @@ def function_name(cls: str) -> str:
 
 def render_argument(expr: Expr, attribute_text: AttributeText) -> str:
     """An operand or argument: implicit coercion casts are left out."""
-    if expr.cls == "Cast" and expr.children and str(expr.fields.get("dataType")) in IMPLICIT_CAST_TYPES:
+    target = str(expr.fields.get("dataType"))
+    if expr.cls == "Cast" and expr.children and (target in IMPLICIT_CAST_TYPES or target.startswith("decimal")):
         return render_argument(expr.children[0], attribute_text)
     return render(expr, attribute_text)
 

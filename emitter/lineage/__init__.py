@@ -132,8 +132,16 @@ def _edges(paths: LeafPaths, graph: Graph) -> tuple[InputEdge, ...]:
 def _dataset_edges(walker: _Walker, graph: Graph) -> tuple[InputEdge, ...]:
     grouped: dict[tuple[Node, str], list[Transformation]] = {}
     seen: set[tuple[int, str]] = set()
-    for expr_id, step in graph.dataset:
+    strong_leaves = {
+        leaf
+        for index, (expr_id, _) in enumerate(graph.dataset)
+        if index not in graph.weak_filters
+        for leaf, _ in walker.resolve(expr_id)
+    }
+    for index, (expr_id, step) in enumerate(graph.dataset):
         for leaf, inner in walker.resolve(expr_id):
+            if index in graph.weak_filters and leaf in strong_leaves:
+                continue
             if (leaf, step.subtype) in seen:
                 continue
             seen.add((leaf, step.subtype))

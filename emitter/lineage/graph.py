@@ -32,8 +32,7 @@ MAX_INLINE_DEPTH = 40
 # Operators whose output attributes are exactly (a subset of) their children's: ids flow through.
 PASS_THROUGH = frozenset({
     "GlobalLimit", "LocalLimit", "Limit", "Offset", "Tail", "Sample", "Repartition",
-    "RepartitionByExpression", "RebalancePartitions", "Distinct", "Deduplicate",
-    "DeduplicateWithinWatermark", "SubqueryAlias", "View", "ResolvedHint", "CollectMetrics",
+    "RepartitionByExpression", "RebalancePartitions", "Distinct", "SubqueryAlias", "View", "ResolvedHint", "CollectMetrics",
     "EventTimeWatermark", "UpdateEventTimeWatermarkColumn", "ReturnAnswer", "WithCTE", "CTERelationDef",
     "WriteFiles", "Subquery", "OneRowRelation", "LocalLimit", "WithWindowDefinition",
     "AttachDistributedSequence", "Coalesce", "DeserializeToObject", "SerializeFromObject",
@@ -72,6 +71,9 @@ class Graph:
     join_key_ids: set[int] = field(factory=set)
     generator_input_ids: set[int] = field(factory=set)
     declared: set[int] = field(factory=set)
+    # Indexes into `dataset` of lone `isnotnull(x)` filters: dropped when x's source column is
+    # used otherwise at dataset level (the optimizer infers them from joins through aliases).
+    weak_filters: set[int] = field(factory=set)
     cte_definitions: dict[int, Node] = field(factory=dict)
     _visited: set[int] = field(factory=set)
     _texts: dict[int, str] = field(factory=dict)
@@ -207,8 +209,11 @@ def _filter(node: Node, graph: Graph) -> None:
         return
     conjuncts = _conjuncts(condition)
     for conjunct in conjuncts:
-        if not _is_inferred_not_null(conjunct, conjuncts, graph):
-            graph.add_dataset(conjunct, FILTER)
+        if _is_inferred_not_null(conjunct, conjuncts, graph):
+            continue
+        if conjunct.cls == "IsNotNull":
+            graph.weak_filters.add(len(graph.dataset))
+        graph.add_dataset(conjunct, FILTER)
 
 
 def _conjuncts(expr: Expr) -> list[Expr]:
@@ -259,6 +264,12 @@ def _join(node: Node, graph: Graph) -> None:
 def _sort(node: Node, graph: Graph) -> None:
     for order in node.expr_list("order"):
         graph.add_dataset(order, SORT)
+
+
+def _deduplicate(node: Node, graph: Graph) -> None:
+    """dropDuplicates(keys) keeps one row per key: the keys group the rows, like GROUP BY."""
+    for key in node.expr_list("keys"):
+        graph.add_dataset(key, GROUP_BY)
 
 
 def _union(node: Node, graph: Graph) -> None:
@@ -335,7 +346,13 @@ def _python_udtf(node: Node, graph: Graph) -> None:
 def _opaque(node: Node, graph: Graph) -> None:
     """mapInPandas & co: each output column may come from any input column."""
     function = node.expr("functionExpr") or node.expr("func")
-    description = graph.text(function) if function is not None else node.cls
+    script = node.fields.get("script")
+    if function is not None:
+        description = graph.text(function)
+    elif isinstance(script, str):
+        description = truncate(f"TRANSFORM USING '{script}'")
+    else:
+        description = node.cls
     inputs = {attr.expr_id for child in node.children for attr in child.output}
     for target in node.output:
         if target.expr_id in inputs:
@@ -403,6 +420,8 @@ HANDLERS: dict[str, Handler] = {
     "Join": _join,
     "Sort": _sort,
     "Union": _union,
+    "Deduplicate": _deduplicate,
+    "DeduplicateWithinWatermark": _deduplicate,
     "Intersect": _set_filter,
     "Except": _set_filter,
     "Expand": _expand,
