@@ -102,6 +102,7 @@ class BackgroundSender:
         self._all_delivered = False
         self.queue_overflows = 0
         self._warned_unreachable = False
+        self._connect_attempted = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
@@ -119,9 +120,12 @@ class BackgroundSender:
                 self._log_queue_full()
         else:
             log.warning("Lineage transport already closed; spooling the event to %s", self.spool.directory)
-        with self._lock:
-            self._spool_queued_locked()  # the queued events are older: on disk first, so order and "drop oldest" hold
-            self._spool_record(pending.record())
+        # only this event: the queued (older) ones reach the spool before it is drained, and
+        # the spool orders by sequence number, so order holds without more work on this thread
+        record = self._serialize(pending)
+        if record is not None:
+            with self._lock:
+                self._spool_record(record)
 
     def close(self, timeout_seconds: float | None) -> bool:
         """Deliver until the bound, spool the rest; True when nothing was left undelivered."""
@@ -161,6 +165,7 @@ class BackgroundSender:
         self._send_next_live(sink)
 
     def _try_connect(self) -> Sink | None:
+        self._connect_attempted = True
         try:
             sink = self._connect()
         except Exception as error:
@@ -222,18 +227,20 @@ class BackgroundSender:
             self._in_flight = still_waiting
 
     def _spool_queued(self) -> None:
-        with self._lock:
-            self._spool_queued_locked()
-
-    def _spool_queued_locked(self) -> None:
-        while True:
-            try:
-                pending = self._queue.get_nowait()
-            except queue.Empty:
-                return
+        """Move every queued event to the spool (serialized outside the lock: it is the slow part)."""
+        for pending in self._take_queued():
             record = self._serialize(pending)
             if record is not None:
-                self._spool_record(record)
+                with self._lock:
+                    self._spool_record(record)
+
+    def _take_queued(self) -> list[Pending]:
+        taken: list[Pending] = []
+        while True:
+            try:
+                taken.append(self._queue.get_nowait())
+            except queue.Empty:
+                return taken
 
     def _drain_spool(self, sink: Sink) -> bool:
         """Deliver the spool oldest first; True when it is empty, False to retry later."""
@@ -271,7 +278,9 @@ class BackgroundSender:
 
     def _finish(self) -> None:
         """After close(): deliver what is possible until the deadline, then spool the rest."""
-        sink = self._sink or self._try_connect()  # close() may come before the first connect
+        if self._sink is None and not self._connect_attempted:
+            self._try_connect()  # close() came before the first connection attempt
+        sink = self._sink
         if sink is not None:
             if self._spool_has_records:
                 self._spool_queued()
@@ -301,21 +310,16 @@ class BackgroundSender:
             if self._current is not None:
                 leftovers.append(self._current)
             self._in_flight = []
-            while True:
-                try:
-                    pending = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                record = self._serialize(pending)
-                if record is not None:
-                    leftovers.append(record)
-            for record in leftovers:
+            queued = self._take_queued()
+        for record in [*leftovers, *filter(None, map(self._serialize, queued))]:
+            with self._lock:
                 self._spool_record(record)
-            self._all_delivered = not leftovers and not self._spool_has_records
+        leftovers_count = len(leftovers) + len(queued)
+        self._all_delivered = not leftovers_count and not self._spool_has_records
         if not self._all_delivered:
             log.warning(
                 "Lineage events left undelivered at close (%d pending, %d in the spool); they wait in %s for the next run",
-                len(leftovers),
+                leftovers_count,
                 len(self.spool),
                 self.spool.directory,
             )

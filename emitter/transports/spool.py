@@ -75,6 +75,7 @@ class Spool:
         self.dropped = 0
         self._lock = threading.Lock()
         self._known_bytes: int | None = None
+        self._dropped_through_seq = 0
         directory.mkdir(parents=True, exist_ok=True)
 
     def append(self, record: Record) -> None:
@@ -82,6 +83,9 @@ class Spool:
         with self._lock:
             if len(data) > self.max_bytes:
                 self._log_dropped(1, f"an event of {len(data)} bytes is larger than spool {self.directory}", "")
+                return
+            if record.seq <= self._dropped_through_seq:  # older than what was dropped already
+                self._log_dropped(1, f"spool {self.directory} is full ({self.max_bytes} bytes max)", "oldest ")
                 return
             name = f"{record.seq:020d}-{WRITER_ID}{RECORD_SUFFIX}"
             if not self._make_room(name, len(data)):
@@ -152,6 +156,7 @@ class Spool:
                 keep_new = False
             else:
                 self._unlink(self.directory / name)
+            self._dropped_through_seq = max(self._dropped_through_seq, int(name.split("-", 1)[0]))
             total -= size
             dropped += 1
         self._known_bytes = total - (needed if keep_new else 0)

@@ -81,3 +81,16 @@ with Spool(Path(sys.argv[1]), 10_000).drain_lock() as acquired:
     print("locked" if acquired else "busy", flush=True)
     sys.stdin.readline()
 """
+
+
+def test_a_record_older_than_one_already_dropped_is_not_kept(tmp_path: Path) -> None:
+    one_record_bytes = len(encode(record(0, size=100)))
+    spool = Spool(tmp_path, 2 * one_record_bytes)
+    late = record(0, size=100)  # emitted first, spooled last (it sat in the queue)
+    newer = [record(n, size=100) for n in (1, 2, 3)]
+    for item in newer:
+        spool.append(item)
+    spool.remove(spool.oldest(1)[0])  # delivered: room for one more
+    spool.append(late)
+    assert [spooled.record for spooled in spool.oldest(100)] == newer[2:]
+    assert spool.dropped == 2
