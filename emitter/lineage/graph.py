@@ -32,11 +32,11 @@ MAX_INLINE_DEPTH = 40
 # Operators whose output attributes are exactly (a subset of) their children's: ids flow through.
 PASS_THROUGH = frozenset({
     "GlobalLimit", "LocalLimit", "Limit", "Offset", "Tail", "Sample", "Repartition",
-    "RepartitionByExpression", "RebalancePartitions", "Distinct", "SubqueryAlias", "View", "ResolvedHint", "CollectMetrics",
-    "EventTimeWatermark", "UpdateEventTimeWatermarkColumn", "ReturnAnswer", "WithCTE", "CTERelationDef",
-    "WriteFiles", "Subquery", "OneRowRelation", "LocalLimit", "WithWindowDefinition",
-    "AttachDistributedSequence", "Coalesce", "DeserializeToObject", "SerializeFromObject",
-    "WindowGroupLimit", "Tail", "Offset",
+    "RepartitionByExpression", "RebalancePartitions", "Distinct", "SubqueryAlias", "View",
+    "ResolvedHint", "CollectMetrics", "EventTimeWatermark", "UpdateEventTimeWatermarkColumn",
+    "ReturnAnswer", "WithCTE", "CTERelationDef", "WriteFiles", "Subquery", "OneRowRelation",
+    "WithWindowDefinition", "AttachDistributedSequence", "Coalesce", "DeserializeToObject",
+    "SerializeFromObject", "WindowGroupLimit",
 })
 # Leaf relations: each output attribute is a source column.
 LEAF_RELATIONS = frozenset({
@@ -52,7 +52,6 @@ OPAQUE_FUNCTIONS = frozenset({
     "ScriptTransformation", "HiveScriptTransformation", "MapPartitions", "MapPartitionsInR",
     "MapElements", "AppendColumns", "FlatMapGroupsWithState", "TransformWithState",
 })
-CONDITION_HOLDERS = {"Filter": "condition", "Join": "condition"}
 
 
 @define

@@ -21,8 +21,10 @@ LIVE_CASES = [
     "join_filter", "aggregate_having_sort", "window", "explode", "posexplode_lateral_view", "union",
     "semi_join_in", "anti_join_not_exists", "rollup", "multi_count_distinct", "case_when", "scalar_subquery",
     "structs", "sourceless", "python_udf", "python_udtf_lateral", "cached", "masking", "cte",
+    "python_udtf_table_arg", "script_transform", "intersect_except", "higher_order",
 ]
-LIVE_WRITES = ["write_insert_into", "write_partitioned_insert"]
+LIVE_WRITES = ["write_insert_into", "write_partitioned_insert", "write_dataframe_partitioned_path", "write_save_as_table"]
+LIVE_STREAMS = ["stream_watermark_static_join", "stream_aggregate"]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         udfs = capture_plans._register_udfs(spark)
         cached_adults = spark.table("customers").where("age >= 18").select("name", "company_id", "age")
         cached_adults.cache().count()
-        yield {"spark": spark, "F": F, "udfs": udfs, "cached_adults": cached_adults}
+        events_dir = location / "events"
+        events_dir.mkdir()
+        (events_dir / "part-0.json").write_text('{"user": "ann", "company_id": 1, "ts": "2024-01-01T00:00:00"}\n')
+        yield {
+            "spark": spark, "F": F, "udfs": udfs, "cached_adults": cached_adults, "output_dir": str(location),
+            "events_dir": str(events_dir), "EVENT_SCHEMA": capture_plans.EVENT_SCHEMA,
+        }
     finally:
         cached_adults.unpersist()
         spark.sql(f"USE {previous_database}")
@@ -101,8 +109,12 @@ def test_live_write_command_matches_fixture_expectation(live: dict[str, Any], na
     catcher = capture_plans._WriteCatcher()
     ensure_callback_server_started(spark.sparkContext._gateway)
     spark._jsparkSession.listenerManager().register(catcher)
+    statement = capture_plans.WRITE_CASES[name]
     try:
-        spark.sql(capture_plans.WRITE_CASES[name])
+        if isinstance(statement, str):
+            spark.sql(statement)
+        else:
+            exec(statement["code"], dict(live))  # noqa: S102 - the fixture's own code
         deadline = time.monotonic() + 30
         while not catcher.plans and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -110,6 +122,28 @@ def test_live_write_command_matches_fixture_expectation(live: dict[str, Any], na
         spark._jsparkSession.listenerManager().unregister(catcher)
     commands = [write_command(parse_plan(plan)) for plan in catcher.plans]
     command = next(command for command in commands if command is not None)
+
+    result = column_lineage(command.query, {}, command.output_columns)
+
+    case = load_case(name)
+    assert _as_default_database(compact(result)) == {"expected": case["expected"], "dataset": case["dataset"]}
+
+
+@pytest.mark.parametrize("name", LIVE_STREAMS)
+def test_live_micro_batch_plan_matches_fixture_expectation(live: dict[str, Any], name: str) -> None:
+    code, output_mode = capture_plans.STREAM_CASES[name]
+    frame = eval(code, dict(live))  # noqa: S307 - the fixture's own code
+    query = (
+        frame.writeStream.format("memory").queryName(f"live_{name}").outputMode(output_mode)
+        .trigger(availableNow=True).start()
+    )
+    try:
+        assert query.awaitTermination(120)
+        plan_json = query._jsq.streamingQuery().lastExecution().optimizedPlan().toJSON()
+    finally:
+        query.stop()
+    command = write_command(parse_plan(plan_json))
+    assert command is not None
 
     result = column_lineage(command.query, {}, command.output_columns)
 
