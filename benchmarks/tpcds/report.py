@@ -34,6 +34,10 @@ class Summary:
     wall_ratio: float
     median_query_ratio: float
     call_ratio: float  # same, timed only until spark.sql returned (callbacks run after)
+    plain_cpu_seconds: float  # Python + driver JVM CPU (executors are threads of that JVM in local mode)
+    emitted_cpu_seconds: float
+    cpu_ratio: float
+    median_query_cpu_ratio: float
 
     @property
     def extraction_target_met(self) -> bool:
@@ -52,6 +56,9 @@ def summarize(timings: Sequence[StatementTiming], coverage: Mapping[str, Coverag
     plain_calls = sum(timing.call_seconds["plain"] for timing in ran)
     emitted_calls = sum(timing.call_seconds["emitted"] for timing in ran)
     ratios = [timing.seconds["emitted"] / timing.seconds["plain"] for timing in ran]
+    plain_cpu = sum(timing.cpu_seconds["plain"] for timing in ran)
+    emitted_cpu = sum(timing.cpu_seconds["emitted"] for timing in ran)
+    cpu_ratios = [timing.cpu_seconds["emitted"] / timing.cpu_seconds["plain"] for timing in ran if timing.cpu_seconds["plain"]]
     checked = [coverage[timing.name] for timing in ran if timing.name in coverage]
     return Summary(
         statements=len(timings),
@@ -70,6 +77,10 @@ def summarize(timings: Sequence[StatementTiming], coverage: Mapping[str, Coverag
         wall_ratio=emitted / plain if plain else float("nan"),
         median_query_ratio=distribution(ratios).median,
         call_ratio=emitted_calls / plain_calls if plain_calls else float("nan"),
+        plain_cpu_seconds=plain_cpu,
+        emitted_cpu_seconds=emitted_cpu,
+        cpu_ratio=emitted_cpu / plain_cpu if plain_cpu else float("nan"),
+        median_query_cpu_ratio=distribution(cpu_ratios).median,
     )
 
 
@@ -92,6 +103,9 @@ def format_report(summary: Summary) -> str:
         f"wall time: plain {summary.plain_seconds:.1f} s, emitted {summary.emitted_seconds:.1f} s,"
         f" ratio {summary.wall_ratio:.3f}; per-query median ratio {summary.median_query_ratio:.3f};"
         f" until spark.sql returned: ratio {summary.call_ratio:.3f}",
+        f"CPU time (Python + driver JVM): plain {summary.plain_cpu_seconds:.1f} s, emitted"
+        f" {summary.emitted_cpu_seconds:.1f} s, ratio {summary.cpu_ratio:.3f}; per-query median ratio"
+        f" {summary.median_query_cpu_ratio:.3f}",
         f"targets: extraction p95 <= {EXTRACTION_P95_TARGET_MS:.0f} ms "
         f"{'met' if summary.extraction_target_met else 'NOT met'}; wall ratio <= {WALL_RATIO_TARGET} "
         f"{'met' if summary.wall_target_met else 'NOT met'}",

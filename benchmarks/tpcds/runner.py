@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 
 from benchmarks.tpcds import analysis, generate, spark as spark_io
+from benchmarks.tpcds.cpu import CpuClock
 from benchmarks.tpcds.paths import results_dir, tables_dir
 from benchmarks.tpcds.queries import Ctas, all_ctas, load_query_texts, select_queries
 from benchmarks.tpcds.report import Summary, format_report, summarize
@@ -34,6 +35,7 @@ class StatementTiming:
     name: str
     seconds: dict[str, float] = attrs.field(factory=dict)  # variant → submit-to-settled wall time
     call_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → until spark.sql returned
+    cpu_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → Python + JVM CPU, submit to settled
     errors: dict[str, str] = attrs.field(factory=dict)
     capture_ms: list[float] = attrs.field(factory=list)  # JVM copy-out per captured callback
     pipeline_ms: list[float] = attrs.field(factory=list)  # parse + lineage + events + emit per capture
@@ -79,7 +81,8 @@ def run(statements: list[Ctas], output_dir: Path, tables_root: Path | None = Non
         emitted = plain.newSession()
         emitted.catalog.setCurrentDatabase(spark_io.SOURCE_DATABASE)
         attachment, timer = _attach(emitted, events_path)
-        timings = _run_all(plain, emitted, attachment, timer, statements)
+        clock = CpuClock(spark_io.jvm_pid(plain))
+        timings = _run_all(plain, emitted, attachment, timer, clock, statements)
         attachment.close()
     finally:
         plain.stop()
@@ -101,17 +104,17 @@ def _attach(session: Any, events_path: Path) -> tuple[Any, _PipelineTimer]:
 
 
 def _run_all(
-    plain: Any, emitted: Any, attachment: Any, timer: _PipelineTimer, statements: list[Ctas]
+    plain: Any, emitted: Any, attachment: Any, timer: _PipelineTimer, clock: CpuClock, statements: list[Ctas]
 ) -> list[StatementTiming]:
     sessions = {PLAIN: plain, EMITTED: emitted}
-    _warm_up(sessions, statements[0])
+    _warm_up(sessions, statements[0], clock)
     timings = []
     for position, statement in enumerate(statements):
         order = (PLAIN, EMITTED) if position % 2 == 0 else (EMITTED, PLAIN)
         timing = StatementTiming(statement.name, first=order[0])
         for variant in order:
             captures_before, pipelines_before = len(attachment.listener.extraction_ms), len(timer.pipeline_ms)
-            _time_one(sessions[variant], statement, variant, timing)
+            _time_one(sessions[variant], statement, variant, timing, clock)
             if variant == EMITTED:
                 timing.capture_ms = attachment.listener.extraction_ms[captures_before:]
                 timing.pipeline_ms = timer.pipeline_ms[pipelines_before:]
@@ -120,15 +123,16 @@ def _run_all(
     return timings
 
 
-def _warm_up(sessions: dict[str, Any], statement: Ctas) -> None:
+def _warm_up(sessions: dict[str, Any], statement: Ctas, clock: CpuClock) -> None:
     """JIT, Janino helper compilation and Python imports happen once here, outside the figures."""
     for session in sessions.values():
-        _time_one(session, statement, "warm-up", StatementTiming(statement.name))
+        _time_one(session, statement, "warm-up", StatementTiming(statement.name), clock)
 
 
-def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTiming) -> None:
+def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTiming, clock: CpuClock) -> None:
     spark_io.drop_table(session, statement.table)
     spark_io.wait_for_listener_bus(session)
+    cpu_started = clock.now()
     started = time.perf_counter()
     try:
         spark_io.run_ctas(session, statement)
@@ -137,6 +141,7 @@ def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTimi
     returned = time.perf_counter()
     spark_io.wait_for_listener_bus(session)
     settled = time.perf_counter()
+    timing.cpu_seconds[variant] = clock.now() - cpu_started
     timing.call_seconds[variant] = returned - started
     timing.seconds[variant] = settled - started
     spark_io.drop_table(session, statement.table)
@@ -147,7 +152,8 @@ def _progress_line(timing: StatementTiming) -> str:
     plain, emitted = timing.seconds.get(PLAIN, 0.0), timing.seconds.get(EMITTED, 0.0)
     extraction = sum(timing.capture_ms) + sum(timing.pipeline_ms)
     errors = f" ERRORS {timing.errors}" if timing.errors else ""
+    cpu = f"cpu plain {timing.cpu_seconds.get(PLAIN, 0.0):.2f}s emitted {timing.cpu_seconds.get(EMITTED, 0.0):.2f}s"
     return (
-        f"{timing.name}: plain {plain:.2f}s emitted {emitted:.2f}s "
+        f"{timing.name}: plain {plain:.2f}s emitted {emitted:.2f}s {cpu} "
         f"(first {timing.first}) extraction {extraction:.0f} ms in {len(timing.capture_ms)} captures{errors}"
     )

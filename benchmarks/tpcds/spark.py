@@ -107,3 +107,7 @@ def optimized_plan_json(query_execution: Any) -> str:
 
 def exception_text(exception: Any) -> str:
     return exception.toString() if exception is not None else ""
+
+
+def jvm_pid(spark: SparkSession) -> int:
+    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())

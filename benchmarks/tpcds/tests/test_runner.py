@@ -36,4 +36,5 @@ def test_runner_times_both_variants_and_counts_lineage_from_the_emitted_events(
     assert summary.statement_ms.count == 2
     assert summary.action_ms.count == summary.capture_ms.count == summary.pipeline_ms.count >= 2
     assert summary.plain_seconds > 0 and summary.emitted_seconds > 0
+    assert summary.plain_cpu_seconds > 0 and summary.emitted_cpu_seconds > 0
     assert not list(tmp_path.glob("warehouse-*"))
