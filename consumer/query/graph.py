@@ -162,6 +162,17 @@ def field_edges(conn: Connection, start_fields: Sequence[int], depth: int, upstr
     return [FieldEdge(*row[:5], bool(row[5]), row[6], row[7]) for row in rows]
 
 
+def dataset_level_inputs(conn: Connection, dataset_id: int) -> list[FieldEdge]:
+    """The dataset-level INDIRECT inputs of a dataset (column-lineage rows without an output field)."""
+    sql = text(
+        """SELECT transformation_type, transformation_subtype, transformation_description, masking, job_id, input_field_id
+           FROM column_lineage WHERE output_dataset_id = :d AND output_field_id IS NULL
+           ORDER BY input_field_id, transformation_type, transformation_subtype"""
+    )
+    return [FieldEdge(output_field=0, input_field=row[5], type=row[0], subtype=row[1], description=row[2],
+                      masking=bool(row[3]), job_id=row[4], depth=1) for row in conn.execute(sql, {"d": dataset_id})]
+
+
 @attrs.frozen
 class FieldInfo:
     namespace: str

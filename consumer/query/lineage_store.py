@@ -121,13 +121,22 @@ def column_lineage(store: Any, table: str, column: str, direction: str, depth: i
         if start is None:
             raise NotFound(f"column {column!r} not found in table {table!r}")
         edges = graph.field_edges(conn, [start], depth, upstream, direct_only)
-        fields = graph.describe_fields(conn, [start] + [e.input_field for e in edges] + [e.output_field for e in edges])
-        jobs = graph.names(conn, s.jobs, [e.job_id for e in edges])
+        dataset_level = [] if (direct_only or not upstream or depth < 1) else graph.dataset_level_inputs(conn, dataset)
+        fields = graph.describe_fields(conn, [start] + [e.input_field for e in edges] + [e.output_field for e in edges]
+                                       + [e.input_field for e in dataset_level])
+        jobs = graph.names(conn, s.jobs, [e.job_id for e in edges + dataset_level])
     return {
         "column": _field_ref(fields[start]),
         "direction": direction,
         "depth": depth,
         "directOnly": direct_only,
+        # INDIRECT inputs of the whole table (JOIN keys, FILTER, GROUP_BY, SORT): they shape every column
+        "tableLevelInputs": [
+            {"from": _field_ref(fields[e.input_field]),
+             "transformation": {"type": e.type, "subtype": e.subtype, "description": e.description or "", "masking": e.masking},
+             "job": _job_ref(jobs, e.job_id)}
+            for e in dataset_level
+        ],
         "edges": [
             {
                 "from": _field_ref(fields[e.input_field]),

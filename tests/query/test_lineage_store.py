@@ -62,9 +62,11 @@ def test_column_upstream_carries_transformations_and_can_keep_direct_only(pipeli
     assert ("amount", "amount", "DIRECT", "IDENTITY") in edges  # three steps up, from the source
     described = [e for e in answer["edges"] if e["transformation"]["subtype"] == "TRANSFORMATION"]
     assert described[0]["transformation"]["description"] == "amount * 100" and described[0]["job"]["name"] == "etl.refine"
+    joins = {(i["from"]["dataset"], i["from"]["field"], i["transformation"]["subtype"]) for i in answer["tableLevelInputs"]}
+    assert joins == {(SILVER, "country", "JOIN"), (DIM, "country", "JOIN")}
     direct = ls.column_lineage(pipeline_store, f"file:{GOLD}", "total", "upstream", 10, direct_only=True)
     assert {e["transformation"]["type"] for e in direct["edges"]} == {"DIRECT"}
-    assert all(e["from"]["field"] != "country" for e in direct["edges"])
+    assert all(e["from"]["field"] != "country" for e in direct["edges"]) and direct["tableLevelInputs"] == []
 
 
 def test_column_downstream_and_masking(pipeline_store):
