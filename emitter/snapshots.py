@@ -178,6 +178,15 @@ def table_version_snapshot(kind: str, version: int | str) -> Snapshot:
     return Snapshot(str(version), kind)
 
 
+def latest_delta_version(log_names: Iterable[str]) -> int | None:
+    """The table version a Delta log directory's file names show: its highest commit
+    (`00000000000000000007.json`, or a checkpoint `...7.checkpoint.parquet` when older commits
+    were cleaned up)."""
+    versions = [int(name.split(".", 1)[0]) for name in log_names if name.split(".", 1)[0].isdigit()
+                and (name.endswith(".json") or ".checkpoint" in name)]
+    return max(versions) if versions else None
+
+
 def file_sink_log_files(log_entries: Sequence[tuple[int, str]], upto_batch: int) -> list[tuple[str, int]]:
     """Committed files of a streaming file sink after batch `upto_batch`, from its
     `_spark_metadata` log: (batch id, file text) pairs. Spark compacts every N batches into a

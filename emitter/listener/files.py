@@ -7,9 +7,8 @@ compiled once with Janino (on Spark's classpath), which serialises a listing as
 `path\\tsize\\tmtime` lines in ONE py4j call; big listings go through a temp file because py4j
 stalls (~44 ms) on returned strings of 8 KB or more.
 
-Table formats with their own versions (Delta, Iceberg) are read through their classes when those
-are on the classpath; the jars are not available on this machine, so that path is guarded and
-untested here.
+Delta tables are versioned by their own log (`_delta_log/<version>.json`, read as plain files:
+no Delta classes needed); Iceberg tables are not versioned here (see docs/facets.md).
 """
 
 from __future__ import annotations
@@ -17,16 +16,22 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit
+
+from emitter.capture import Capture, RelationInfo
+from emitter.facets import PRODUCER
 
 from emitter.snapshots import (
     DataFile,
     Snapshot,
     content_snapshot,
     data_files,
+    dataset_facets,
     file_sink_batch_snapshot,
+    latest_delta_version,
     is_hidden_name,
     path_of,
     table_version_snapshot,
@@ -202,43 +207,7 @@ def _scala_seq(seq: Any) -> list[Any]:
     return items
 
 
-def class_available(jvm: Any, class_name: str) -> bool:
-    try:
-        jvm.java.lang.Class.forName(class_name, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
-    except Exception:  # py4j wraps ClassNotFoundException
-        return False
-    return True
-
-
-DELTA_LOG_CLASS = "org.apache.spark.sql.delta.DeltaLog"
-
-
-def delta_snapshot(jvm: Any, spark_session: Any, location: str) -> Snapshot | None:
-    """Delta table version at `location`, when Delta is on the classpath and it is a Delta table
-    (untested here: the Delta jars cannot be downloaded on this machine)."""
-    if not class_available(jvm, DELTA_LOG_CLASS):
-        return None
-    try:
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark_session, location)
-        if not delta_log.tableExists():
-            return None
-        return table_version_snapshot("delta", delta_log.update(False, jvm.scala.Option.empty()).version())
-    except Exception as error:  # noqa: BLE001 - never break the job for a version
-        log.debug("no Delta version for %s: %s", location, error)
-        return None
-
-
-def iceberg_snapshot(spark_table: Any) -> Snapshot | None:
-    """Current snapshot id of an Iceberg `SparkTable` (a DataSourceV2Relation's table), when it is
-    one (untested here, like Delta)."""
-    try:
-        if "iceberg" not in spark_table.getClass().getName().lower():
-            return None
-        current = spark_table.table().currentSnapshot()
-        return None if current is None else table_version_snapshot("iceberg", current.snapshotId())
-    except Exception as error:  # noqa: BLE001
-        log.debug("no Iceberg snapshot: %s", error)
-        return None
+DELTA_LOG_DIR = "_delta_log"
 
 
 def read_file_sink_log(location: str) -> list[tuple[int, str]]:
@@ -265,3 +234,75 @@ def file_sink_snapshot(location: str, batch_id: int) -> Snapshot | None:
         return None
     log_entries = read_file_sink_log(location)
     return file_sink_batch_snapshot(location, log_entries, batch_id) if log_entries else None
+
+
+def location_of(relation: RelationInfo) -> str | None:
+    """The one directory a relation's data lives under (table location, else its single path)."""
+    if relation.table_location:
+        return relation.table_location
+    return relation.paths[0] if len(relation.paths) == 1 else None
+
+
+def epoch_ms(when: datetime) -> int:
+    return int((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() * 1000)
+
+
+def capture_start_ms(capture: Capture) -> int:
+    return epoch_ms(capture.end_time) - capture.duration_ns // 1_000_000
+
+
+def batch_snapshot_hook(jvm: Any, hadoop_conf: Any) -> Callable[[RelationInfo, str, Capture], dict[str, Any]]:
+    """A dataset facet hook for `emitter.pipeline.register_dataset_facet_hook`: `snapshot` and
+    `version` facets of a batch action's inputs (state when the action's callback runs) and
+    output (after the write, with the partitions whose files are newer than the action's start).
+    A snapshot the listener already took from Spark's file index (`capture.input_snapshots`,
+    keyed by leaf key) wins over listing the location again."""
+
+    def facets_of(relation: RelationInfo, role: str, capture: Capture) -> dict[str, Any]:
+        snapshot = _known_input_snapshot(relation, capture) if role == "input" else None
+        if snapshot is None:
+            snapshot = relation_snapshot(jvm, hadoop_conf, relation, capture_start_ms(capture) if role == "output" else None, role == "output")
+        return dataset_facets(snapshot, PRODUCER)
+
+    return facets_of
+
+
+def _known_input_snapshot(relation: RelationInfo, capture: Capture) -> Snapshot | None:
+    known: Mapping[int, Snapshot] = getattr(capture, "input_snapshots", None) or {}
+    for key, info in capture.leaves.items():
+        if info is relation and key in known:
+            return known[key]
+    return None
+
+
+def relation_snapshot(
+    jvm: Any, hadoop_conf: Any, relation: RelationInfo, written_since_ms: int | None, is_output: bool
+) -> Snapshot | None:
+    """Snapshot of a file-based relation: the Delta version when it is a Delta table, else the
+    content version of its location."""
+    location = location_of(relation)
+    if location is None:
+        return None
+    if (relation.format or "").lower() == "delta" or _is_local_delta(location):
+        return delta_log_snapshot(location)
+    listing = tree_listing(jvm, hadoop_conf, location)
+    if len(listing) > MAX_LISTED_FILES:
+        return None
+    return content_snapshot(data_files(location, listing), written_since_ms=written_since_ms, with_partitions=is_output)
+
+
+def _is_local_delta(location: str) -> bool:
+    return urlsplit(location).scheme.lower() in LOCAL_SCHEMES and os.path.isdir(os.path.join(path_of(location), DELTA_LOG_DIR))
+
+
+def delta_log_snapshot(location: str) -> Snapshot | None:
+    """A local Delta table's version: the highest commit number in `_delta_log` (the Delta
+    protocol's table version), read from the log without Delta's classes."""
+    if urlsplit(location).scheme.lower() not in LOCAL_SCHEMES:
+        return None
+    try:
+        names = os.listdir(os.path.join(path_of(location), DELTA_LOG_DIR))
+    except FileNotFoundError:
+        return None
+    version = latest_delta_version(names)
+    return table_version_snapshot("delta", version) if version is not None else None
