@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 from sqlalchemy import Connection, bindparam, text
 
-from consumer.store import schema as s
 
 
 @attrs.frozen
@@ -76,11 +75,9 @@ SELECT DISTINCT job_id FROM reach ORDER BY job_id
 
 
 def jobs_touching(conn: Connection, dataset_id: int) -> list[int]:
-    return list(conn.execute(select_job_ids_for_dataset(), {"dataset": dataset_id}).scalars())
-
-
-def select_job_ids_for_dataset() -> Any:
-    return text("SELECT DISTINCT job_id FROM job_io WHERE dataset_id = :dataset ORDER BY job_id")
+    """Jobs that read or write the dataset."""
+    sql = text("SELECT DISTINCT job_id FROM job_io WHERE dataset_id = :dataset ORDER BY job_id")
+    return list(conn.execute(sql, {"dataset": dataset_id}).scalars())
 
 
 def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> list[int]:
@@ -305,5 +302,3 @@ def names(conn: Connection, table: Any, ids: Iterable[int | None]) -> dict[int, 
     )
     return {row[0]: (row[1], row[2]) for row in conn.execute(sql, {"ids": wanted})}
 
-
-__all__ = ["FieldEdge", "TableEdge", "SnapshotStep", "FieldInfo", "s"]

@@ -11,8 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from sqlalchemy import Connection, and_, func, select, union_all
-from sqlalchemy import literal
+from sqlalchemy import Connection, func, literal, select, union_all
 
 from consumer.query import graph
 from consumer.query.db import as_json, check_depth, check_page, iso, like_contains, parse_instant, reading
