@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 QUEUE_POLL_SECONDS = 0.05
 JOIN_GRACE_SECONDS = 0.25
+PERSIST_WAIT_SECONDS = 120.0  # writing leftovers to disk is not optional; this only guards against a hang
 
 
 class Delivery(Protocol):
@@ -91,11 +92,13 @@ class BackgroundSender:
         self._lock = threading.Lock()
         self._in_flight: list[_InFlight] = []
         self._current: Record | None = None
+        self._in_hand: Pending | None = None  # taken from the queue, not yet spooled or in flight
         self._sink: Sink | None = None
         self._backoff = _Backoff(*settings.reconnect_backoff_seconds)
         self._spool_has_records = not spool.is_empty()
         self._last_spool_scan = time.monotonic()
         self._stopping = threading.Event()
+        self._persisted = threading.Event()
         self._deadline = float("inf")
         self._abandoned = False
         self._closed = False
@@ -152,6 +155,8 @@ class BackgroundSender:
             self._abandon()
 
     def _step(self) -> None:
+        if self._sink is None and self._connect_attempted:
+            self._spool_queued()  # the broker was unreachable: persist before blocking in another attempt
         sink = self._sink or self._try_connect()
         if sink is None:
             self._spool_queued()
@@ -193,9 +198,13 @@ class BackgroundSender:
         except queue.Empty:
             self._reap()
             return
+        with self._lock:
+            self._in_hand = pending
         record = self._serialize(pending)
         if record is not None:
             self._send(sink, record)
+        with self._lock:
+            self._in_hand = None
         self._reap()
 
     def _send(self, sink: Sink, record: Record) -> None:
@@ -227,12 +236,18 @@ class BackgroundSender:
             self._in_flight = still_waiting
 
     def _spool_queued(self) -> None:
-        """Move every queued event to the spool (serialized outside the lock: it is the slow part)."""
-        for pending in self._take_queued():
-            record = self._serialize(pending)
-            if record is not None:
-                with self._lock:
+        """Move every queued event to the spool, one at a time (serialized outside the lock: it is the slow part)."""
+        while not self._abandoned:
+            with self._lock:
+                try:
+                    self._in_hand = self._queue.get_nowait()
+                except queue.Empty:
+                    return
+            record = self._serialize(self._in_hand)
+            with self._lock:
+                if record is not None:
                     self._spool_record(record)
+                self._in_hand = None
 
     def _take_queued(self) -> list[Pending]:
         taken: list[Pending] = []
@@ -286,14 +301,17 @@ class BackgroundSender:
                 self._spool_queued()
                 self._drain_spool(sink)
             else:
-                while time.monotonic() < self._deadline:
-                    try:
-                        pending = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    record = self._serialize(pending)
+                while time.monotonic() < self._deadline and not self._abandoned:
+                    with self._lock:
+                        try:
+                            self._in_hand = self._queue.get_nowait()
+                        except queue.Empty:
+                            break
+                    record = self._serialize(self._in_hand)
                     if record is not None:
                         self._send(sink, record)
+                    with self._lock:
+                        self._in_hand = None
             self._flush(sink, self._time_left())
             self._reap()
         self._abandon()
@@ -303,19 +321,26 @@ class BackgroundSender:
     def _abandon(self) -> None:
         """Spool everything not yet acknowledged; from now on the sender thread sends nothing."""
         with self._lock:
-            if self._abandoned:
-                return
+            abandoning_elsewhere = self._abandoned
             self._abandoned = True
-            leftovers = [sent.record for sent in self._in_flight if not _delivered(sent.delivery)]
-            if self._current is not None:
-                leftovers.append(self._current)
-            self._in_flight = []
-            queued = self._take_queued()
+            if not abandoning_elsewhere:
+                leftovers = [sent.record for sent in self._in_flight if not _delivered(sent.delivery)]
+                if self._current is not None:
+                    leftovers.append(self._current)
+                self._in_flight = []
+                # an event the sender thread holds may be spooled twice: same file name, no duplicate
+                queued = [self._in_hand] if self._in_hand is not None else []
+                queued += self._take_queued()
+        if abandoning_elsewhere:
+            # the other thread is writing the leftovers to disk: wait, or they die with the process
+            self._persisted.wait(PERSIST_WAIT_SECONDS)
+            return
         for record in [*leftovers, *filter(None, map(self._serialize, queued))]:
             with self._lock:
                 self._spool_record(record)
         leftovers_count = len(leftovers) + len(queued)
         self._all_delivered = not leftovers_count and not self._spool_has_records
+        self._persisted.set()
         if not self._all_delivered:
             log.warning(
                 "Lineage events left undelivered at close (%d pending, %d in the spool); they wait in %s for the next run",
