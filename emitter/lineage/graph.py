@@ -257,7 +257,8 @@ def _join(node: Node, graph: Graph) -> None:
     if isinstance(join_type, dict) and simple_class(str(join_type.get("product-class", ""))) == "ExistenceJoin":
         exists = node.output[-1] if node.output else None
         if exists is not None and condition is not None:
-            graph.add_expression(exists, condition, Role(DIRECT, TRANSFORMATION))
+            graph.add_expression(exists, condition, Role(DIRECT, TRANSFORMATION), inline=False)
+            graph.definitions[exists.expr_id] = Expr("Exists", (), {})
 
 
 def _sort(node: Node, graph: Graph) -> None:

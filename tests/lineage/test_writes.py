@@ -33,8 +33,34 @@ def test_partitioned_write_drops_the_planned_partition_sort() -> None:
     assert command.partition_columns == ("day",)
     assert command.output_columns == ("region", "product", "amount", "day")
     assert command.query.cls == "Project"
-    assert command.mode == "overwrite" or command.mode is None
+    assert command.mode is None, "INSERT OVERWRITE's SaveMode is not in the JSON: py4j fills it"
 
 
 def test_a_query_root_is_not_a_write() -> None:
     assert write_command(parse_plan(load_case("join_filter")["plan"])) is None
+
+
+def test_v2_append_reads_its_query_from_the_child() -> None:
+    command = write_command(parse_plan(load_case("write_v2_noop")["plan"]))
+    assert command is not None
+    assert command.kind == "AppendData"
+    assert command.mode == "append"
+    assert command.output_columns == ("name",)
+    assert command.query.cls == "Project"
+
+
+def test_dataframe_path_write_has_no_table_and_partition_columns() -> None:
+    command = write_command(parse_plan(load_case("write_dataframe_partitioned_path")["plan"]))
+    assert command is not None
+    assert command.table is None
+    assert command.partition_columns == ("company_id",)
+    assert command.output_columns == ("name", "year", "company_id")
+    assert command.query.cls == "Project", "the planned partition Sort is not the user's"
+
+
+def test_output_column_names_split_on_top_level_commas_only() -> None:
+    from emitter.lineage.writes import _split_names
+
+    assert _split_names("a, round((x / y), 2), CAST(b AS DECIMAL(15,4))") == (
+        "a", "round((x / y), 2)", "CAST(b AS DECIMAL(15,4))",
+    )
