@@ -15,7 +15,7 @@ Nothing here imports pyspark.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from attrs import field, frozen
@@ -76,9 +76,12 @@ class Expr(NamedTuple):
         return parse_value(self.fields.get(name))
 
     def walk(self) -> Iterator[Expr]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """Pre-order, without recursion (expression trees can be thousands deep)."""
+        stack: list[Expr] = [self]
+        while stack:
+            expr = stack.pop()
+            yield expr
+            stack.extend(reversed(expr.children))
 
 
 @frozen(eq=False)
@@ -93,9 +96,12 @@ class Node:
     full_class: str = field(default="", repr=False)
 
     def walk(self) -> Iterator[Node]:
-        yield self
-        for child in self.children:
-            yield from child.walk()
+        """Pre-order, without recursion."""
+        stack: list[Node] = [self]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
     def expr_list(self, name: str) -> tuple[Expr, ...]:
         """An expression-sequence field (projectList, aggregateExpressions...) as a flat tuple."""
@@ -212,30 +218,48 @@ def _parse_tree(items: list[dict[str, Any]]) -> Expr | Node:
 
 
 def _build_expr(items: list[dict[str, Any]], position: int) -> tuple[Expr, int]:
-    item = items[position]
-    position += 1
-    children: list[Expr] = []
-    for _ in range(int(item.get("num-children", 0))):
-        child, position = _build_expr(items, position)
-        children.append(child)
+    return _build_tree(items, position, _make_expr)
+
+
+def _build_node(items: list[dict[str, Any]], position: int) -> tuple[Node, int]:
+    return _build_tree(items, position, _make_node)
+
+
+def _build_tree(items: list[dict[str, Any]], position: int, make: Callable[[dict[str, Any], tuple[Any, ...]], Any]) -> tuple[Any, int]:
+    """Rebuild the tree rooted at `items[position]` from Spark's pre-order list, iteratively.
+
+    Each open entry is [item, children still expected, children built so far].
+    """
+    if position >= len(items):
+        raise PlanError("plan JSON ends before all children were read")
+    open_entries: list[list[Any]] = []
+    while True:
+        if position >= len(items):
+            raise PlanError("plan JSON ends before all children were read")
+        item = items[position]
+        if not _is_tree_item(item):
+            raise PlanError(f"plan JSON item {position} is not a TreeNode object")
+        position += 1
+        open_entries.append([item, int(item.get("num-children", 0)), []])
+        while open_entries and open_entries[-1][1] == len(open_entries[-1][2]):
+            finished_item, _, children = open_entries.pop()
+            built = make(finished_item, tuple(children))
+            if not open_entries:
+                return built, position
+            open_entries[-1][2].append(built)
+
+
+def _make_expr(item: dict[str, Any], children: tuple[Expr, ...]) -> Expr:
     subplan = None
     nested = item.get(SUBQUERY_PLAN_FIELD)
     if isinstance(nested, list) and nested and _is_tree_item(nested[0]):
         parsed = _parse_tree(nested)
         subplan = parsed if isinstance(parsed, Node) else None
     full_class = item["class"]
-    return Expr(simple_class(full_class), tuple(children), item, full_class, subplan), position
+    return Expr(simple_class(full_class), children, item, full_class, subplan)
 
 
-def _build_node(items: list[dict[str, Any]], position: int) -> tuple[Node, int]:
-    if position >= len(items):
-        raise PlanError("plan JSON ends before all children were read")
-    item = items[position]
-    position += 1
-    children: list[Node] = []
-    for _ in range(int(item.get("num-children", 0))):
-        child, position = _build_node(items, position)
-        children.append(child)
+def _make_node(item: dict[str, Any], children: tuple[Node, ...]) -> Node:
     full_class = item["class"]
     cls = simple_class(full_class)
     exprs = {
@@ -243,8 +267,8 @@ def _build_node(items: list[dict[str, Any]], position: int) -> tuple[Node, int]:
         for name, value in item.items()
         if name not in ("class", "num-children") and isinstance(value, list)
     }
-    output = _output(cls, item, exprs, tuple(children))
-    return Node(cls, tuple(children), output, item, exprs, full_class), position
+    output = _output(cls, item, exprs, children)
+    return Node(cls, children, output, item, exprs, full_class)
 
 
 def _attributes(values: Any) -> tuple[Attribute, ...]:

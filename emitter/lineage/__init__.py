@@ -60,22 +60,39 @@ class _Walker:
         self.in_progress: set[int] = set()
 
     def resolve(self, expr_id: int) -> LeafPaths:
-        cached = self.memo.get(expr_id)
-        if cached is not None:
-            return cached
-        if expr_id in self.in_progress:
-            return EMPTY
-        self.in_progress.add(expr_id)
+        """Depth-first without recursion (plans can chain thousands of computed columns);
+        a back edge (a cycle, which a well-formed plan never has) contributes nothing."""
+        memo = self.memo
+        if expr_id in memo:
+            return memo[expr_id]
+        stack: list[tuple[int, bool]] = [(expr_id, False)]
+        while stack:
+            current, expanded = stack.pop()
+            if current in memo:
+                continue
+            if not expanded:
+                if current in self.in_progress:
+                    continue
+                self.in_progress.add(current)
+                stack.append((current, True))
+                stack.extend(
+                    (source, False)
+                    for source, _ in self.graph.edges.get(current, ())
+                    if source not in memo and source not in self.in_progress
+                )
+                continue
+            memo[current] = self._combine(current)
+            self.in_progress.discard(current)
+        return memo[expr_id]
+
+    def _combine(self, expr_id: int) -> LeafPaths:
         paths: set[tuple[int, Transformation]] = set()
         if expr_id in self.graph.leaves:
             paths.add((expr_id, LEAF_STEP))
         for source, step in self.graph.edges.get(expr_id, ()):
-            for leaf, inner in self.resolve(source):
+            for leaf, inner in self.memo.get(source, EMPTY):
                 paths.add((leaf, compose(step, inner)))
-        self.in_progress.discard(expr_id)
-        result = frozenset(paths)
-        self.memo[expr_id] = result
-        return result
+        return frozenset(paths)
 
 
 def column_lineage(
@@ -84,7 +101,22 @@ def column_lineage(
     output_columns: Sequence[str] | None = None,
 ) -> ColumnLineage:
     """Lineage of each output column of `query` (named by `output_columns`, positionally, when given)."""
-    graph = Graph(cached_plans=cached_plans or {})
+    try:
+        return _column_lineage(query, cached_plans or {}, output_columns)
+    except RecursionError:
+        names = list(output_columns) if output_columns is not None else [attr.name for attr in query.output]
+        return ColumnLineage(
+            columns={name: () for name in names},
+            dataset=(),
+            relations=tuple(node for node in query.walk() if not node.children and node.output),
+            warnings=("plan nested too deep for column lineage: columns left without inputs",),
+        )
+
+
+def _column_lineage(
+    query: Node, cached_plans: Mapping[int, Node], output_columns: Sequence[str] | None
+) -> ColumnLineage:
+    graph = Graph(cached_plans=cached_plans)
     graph.add_plan(query)
     walker = _Walker(graph)
     columns: dict[str, tuple[InputEdge, ...]] = {}

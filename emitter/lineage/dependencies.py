@@ -8,7 +8,7 @@ COALESCE fallback test (INDIRECT/CONDITIONAL), a window's PARTITION BY / ORDER B
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from attrs import frozen
 
@@ -72,59 +72,71 @@ def initial_role(expr: Expr) -> Role:
 
 
 def references(expr: Expr, on_subplan: SubplanSink, role: Role | None = None) -> list[Reference]:
-    """Every attribute `expr` reads with its role; subquery plans are handed to `on_subplan`."""
-    start = role or initial_role(expr)
-    return list(_walk(expr, start, on_subplan))
+    """Every attribute `expr` reads with its role; subquery plans are handed to `on_subplan`.
+
+    Iterative (an explicit stack): generated expressions can nest thousands deep.
+    """
+    found: list[Reference] = []
+    pending: list[tuple[Expr, Role]] = [(expr, role or initial_role(expr))]
+    while pending:
+        current, current_role = pending.pop()
+        visits = _visit(current, current_role, on_subplan, found)
+        pending.extend(reversed(visits))
+    return found
 
 
-def _walk(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
+Visits = list[tuple[Expr, Role]]
+
+
+def _visit(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
+    """Record `expr`'s own reference (if an attribute); return its children with their roles."""
     cls = expr.cls
     if cls in ATTRIBUTE_CLASSES:
         expr_id = expr.expr_id
         if expr_id is not None:
-            yield Reference(expr_id, role)
-        return
+            found.append(Reference(expr_id, role))
+        return []
     if cls == "NamedLambdaVariable":
-        return
+        return []
     if cls in MASKING_FUNCTIONS:
         role = role.masked()
     handler = _SPECIAL.get(cls)
     if handler is not None:
-        yield from handler(expr, role, on_subplan)
-        return
-    for child in expr.children:
-        yield from _walk(child, role, on_subplan)
+        return handler(expr, role, on_subplan, found)
+    return [(child, role) for child in expr.children]
 
 
-def _aggregate(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
+def _aggregate(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
     function = expr.children[0] if expr.children else None
     inner = role.direct(AGGREGATION)
     if function is not None and function.cls in MASKING_FUNCTIONS:
         inner = inner.masked()
-    if function is not None:
-        for child in function.children:
-            yield from _walk(child, inner, on_subplan)
-    for condition in expr.children[1:]:
-        yield from _walk(condition, role.indirect(CONDITIONAL), on_subplan)
+    visits = [(child, inner) for child in function.children] if function is not None else []
+    return visits + [(condition, role.indirect(CONDITIONAL)) for condition in expr.children[1:]]
 
 
-def _case_when(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
+def _case_when(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
     branch_count = len(expr.fields.get("branches") or ())
+    return [
+        (child, role.indirect(CONDITIONAL) if index < 2 * branch_count and index % 2 == 0 else _valued(role))
+        for index, child in enumerate(expr.children)
+    ]
+
+
+def _if(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
+    return [
+        (child, role.indirect(CONDITIONAL) if index == 0 else _valued(role))
+        for index, child in enumerate(expr.children)
+    ]
+
+
+def _coalesce(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
+    visits: Visits = []
     for index, child in enumerate(expr.children):
-        is_condition = index < 2 * branch_count and index % 2 == 0
-        yield from _walk(child, role.indirect(CONDITIONAL) if is_condition else _valued(role), on_subplan)
-
-
-def _if(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
-    for index, child in enumerate(expr.children):
-        yield from _walk(child, role.indirect(CONDITIONAL) if index == 0 else _valued(role), on_subplan)
-
-
-def _coalesce(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
-    for index, child in enumerate(expr.children):
-        yield from _walk(child, _valued(role), on_subplan)
+        visits.append((child, _valued(role)))
         if index < len(expr.children) - 1:
-            yield from _walk(child, role.indirect(CONDITIONAL), on_subplan)
+            visits.append((child, role.indirect(CONDITIONAL)))
+    return visits
 
 
 def _valued(role: Role) -> Role:
@@ -132,42 +144,36 @@ def _valued(role: Role) -> Role:
     return role.direct(TRANSFORMATION) if role.subtype == IDENTITY else role
 
 
-def _window_expression(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
+def _window_expression(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
     function, *spec = expr.children
-    yield from _walk(function, role.direct(TRANSFORMATION) if role.subtype == IDENTITY else role, on_subplan)
-    for child in spec:
-        yield from _walk(child, role.indirect(WINDOW), on_subplan)
+    function_role = role.direct(TRANSFORMATION) if role.subtype == IDENTITY else role
+    return [(function, function_role)] + [(child, role.indirect(WINDOW)) for child in spec]
 
 
-def _ranking(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
-    for child in expr.children:
-        yield from _walk(child, role.indirect(WINDOW), on_subplan)
+def _ranking(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
+    return [(child, role.indirect(WINDOW)) for child in expr.children]
 
 
-def _lambda(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
-    if expr.children:
-        yield from _walk(expr.children[0], role, on_subplan)
+def _lambda(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
+    return [(expr.children[0], role)] if expr.children else []
 
 
-def _outer_reference(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
+def _outer_reference(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
     inner = expr.field_expr("e")
-    if isinstance(inner, Expr):
-        yield from _walk(inner, role, on_subplan)
+    return [(inner, role)] if isinstance(inner, Expr) else []
 
 
-def _subquery(expr: Expr, role: Role, on_subplan: SubplanSink) -> Iterator[Reference]:
+def _subquery(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
     plan = expr.subplan
     if plan is not None:
         on_subplan(plan)
         outputs = plan.output[:1] if expr.cls == "ScalarSubquery" else plan.output
-        for attribute in outputs:
-            yield Reference(attribute.expr_id, role)
+        found.extend(Reference(attribute.expr_id, role) for attribute in outputs)
     correlation = role.indirect(CONDITIONAL) if expr.cls == "ScalarSubquery" else role
-    for child in expr.children:
-        yield from _walk(child, correlation, on_subplan)
+    return [(child, correlation) for child in expr.children]
 
 
-_SPECIAL: dict[str, Callable[[Expr, Role, SubplanSink], Iterator[Reference]]] = {
+_SPECIAL: dict[str, Callable[[Expr, Role, SubplanSink, list[Reference]], Visits]] = {
     "AggregateExpression": _aggregate,
     "CaseWhen": _case_when,
     "If": _if,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from attrs import define, field
 
-from emitter.expressions import display_name, render, truncate
+from emitter.expressions import ELLIPSIS, display_name, function_name, render, truncate
 from emitter.lineage.dependencies import Reference, Role, initial_role, references, strip_transparent
 from emitter.lineage.model import (
     DIRECT,
@@ -155,7 +155,10 @@ class Graph:
 
     # ---- text -----------------------------------------------------------------------------
     def text(self, expr: Expr) -> str:
-        return truncate(render(expr, self._attribute_text))
+        try:
+            return truncate(render(expr, self._attribute_text))
+        except RecursionError:  # a generated expression thousands deep: name its top only
+            return f"{function_name(expr.cls)}({ELLIPSIS})"
 
     def _attribute_text(self, attribute: Expr) -> str:
         expr_id = attribute.expr_id

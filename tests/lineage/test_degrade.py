@@ -67,3 +67,62 @@ def test_unknown_expression_renders_as_lowercased_class_and_keeps_its_inputs() -
 def test_rendering_falls_back_for_unknown_attribute_text() -> None:
     expr = parse_plan(load_case("casts")["plan"]).expr_list("projectList")[0]
     assert render(expr, lambda attribute: attribute.name or "?") == "CAST(age AS STRING)"
+
+
+CATALYST = "org.apache.spark.sql.catalyst.expressions."
+
+
+def _age_relation() -> tuple[dict[str, Any], int]:
+    relation = load_case("project_alias")["plan"][-1]
+    return relation, relation["output"][2][0]["exprId"]["id"]
+
+
+def _attribute(name: str, expr_id: int) -> dict[str, Any]:
+    return {"class": CATALYST + "AttributeReference", "num-children": 0, "name": name,
+            "dataType": "integer", "exprId": {"id": expr_id}}
+
+
+def _plus_one(name: str, expr_id: int, source: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {"class": CATALYST + "Alias", "num-children": 1, "name": name, "exprId": {"id": expr_id}},
+        {"class": CATALYST + "Add", "num-children": 2},
+        source,
+        {"class": CATALYST + "Literal", "num-children": 0, "value": "1", "dataType": "integer"},
+    ]
+
+
+def test_expressions_thousands_deep_still_resolve() -> None:
+    relation, age_id = _age_relation()
+    depth = 3000
+    chain: list[dict[str, Any]] = []
+    for index in range(depth):
+        chain += [{"class": CATALYST + "Add", "num-children": 2},
+                  {"class": CATALYST + "Literal", "num-children": 0, "value": str(index), "dataType": "integer"}]
+    chain.append(_attribute("age", age_id))
+    alias = [{"class": CATALYST + "Alias", "num-children": 1, "name": "deep", "exprId": {"id": 10**6}}, *chain]
+    project = {"class": "org.apache.spark.sql.catalyst.plans.logical.Project", "num-children": 1,
+               "projectList": [alias], "child": 0}
+
+    result = column_lineage(parse_plan([project, relation]))
+
+    assert [row[:4] for row in edge_rows(result.columns["deep"])] == [
+        ["default.customers", "age", "DIRECT", "TRANSFORMATION"]
+    ]
+
+
+def test_plans_thousands_deep_still_resolve() -> None:
+    relation, age_id = _age_relation()
+    depth = 3000
+    plan: list[dict[str, Any]] = []
+    for level in range(depth, 0, -1):
+        source = _attribute(f"c{level - 1}", 10**6 + level - 1) if level > 1 else _attribute("age", age_id)
+        plan.append({"class": "org.apache.spark.sql.catalyst.plans.logical.Project", "num-children": 1,
+                     "projectList": [_plus_one(f"c{level}", 10**6 + level, source)], "child": 0})
+    plan.append(relation)
+
+    result = column_lineage(parse_plan(plan))
+
+    assert list(result.columns) == [f"c{depth}"]
+    rows = edge_rows(result.columns[f"c{depth}"])
+    assert [row[:4] for row in rows] == [["default.customers", "age", "DIRECT", "TRANSFORMATION"]]
+    assert result.warnings == ()
