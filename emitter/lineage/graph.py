@@ -92,7 +92,11 @@ class Graph:
             handler = HANDLERS.get(node.cls)
             if handler is None:
                 handler = _leaf if (not node.children and node.output) else _unknown
-            handler(node, self)
+            try:
+                handler(node, self)
+            except Exception as error:  # noqa: BLE001 - a plan shape we did not foresee degrades
+                self.warn(f"{node.cls}: {type(error).__name__} while reading the node; treated as unknown")
+                _unknown(node, self, warn=False)
 
     def _prescan(self, node: Node) -> None:
         if node.cls == "Join":
@@ -159,6 +163,8 @@ class Graph:
             return truncate(render(expr, self._attribute_text))
         except RecursionError:  # a generated expression thousands deep: name its top only
             return f"{function_name(expr.cls)}({ELLIPSIS})"
+        except (IndexError, KeyError, TypeError, AttributeError, ValueError):  # an unforeseen shape
+            return function_name(expr.cls)
 
     def _attribute_text(self, attribute: Expr) -> str:
         expr_id = attribute.expr_id
@@ -278,7 +284,8 @@ def _deduplicate(node: Node, graph: Graph) -> None:
 def _union(node: Node, graph: Graph) -> None:
     for child in node.children[1:]:
         for target, source in zip(node.output, child.output):
-            graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY))
+            rename = f"{source.name} AS {target.name}" if source.name != target.name else ""
+            graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY, rename))
 
 
 def _set_filter(node: Node, graph: Graph) -> None:
@@ -398,14 +405,15 @@ def _pass_through(node: Node, graph: Graph) -> None:
     return None
 
 
-def _unknown(node: Node, graph: Graph) -> None:
+def _unknown(node: Node, graph: Graph, warn: bool = True) -> None:
     """Degrade: ids seen in children flow through; a new id takes the same-named child column,
     else every child column."""
     inputs = [attr for child in node.children for attr in child.output]
     input_ids = {attr.expr_id for attr in inputs}
     by_name = {attr.name: attr for attr in inputs}
     new_outputs = [attr for attr in node.output if attr.expr_id not in input_ids]
-    graph.warn(f"unknown plan node {node.cls}: lineage passed through by expr id/name")
+    if warn:
+        graph.warn(f"unknown plan node {node.cls}: lineage passed through by expr id/name")
     for target in new_outputs:
         same_name = by_name.get(target.name)
         if same_name is not None:

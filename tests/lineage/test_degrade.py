@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from emitter.expressions import render
 from emitter.lineage import column_lineage
 from emitter.plan import parse_plan
-from tests.lineage.helpers import edge_rows, load_case
+from tests.lineage.helpers import edge_rows, fixture_names, load_case
 
 MYSTERY = "org.example.spark.MysteryNode"
 
@@ -126,3 +128,28 @@ def test_plans_thousands_deep_still_resolve() -> None:
     rows = edge_rows(result.columns[f"c{depth}"])
     assert [row[:4] for row in rows] == [["default.customers", "age", "DIRECT", "TRANSFORMATION"]]
     assert result.warnings == ()
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_any_node_turned_unknown_degrades_without_raising(name: str) -> None:
+    case = load_case(name)
+    for index in range(len(case["plan"])):
+        plan = copy.deepcopy(case["plan"])
+        plan[index]["class"] = f"org.example.Unknown{index}"
+        for key in [key for key, value in plan[index].items() if isinstance(value, list)][:1]:
+            plan[index][key] = [{"class": "org.example.Broken", "num-children": 0}]
+
+        result = column_lineage(parse_plan(plan))
+
+        assert any(f"Unknown{index}" in warning for warning in result.warnings)
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_known_nodes_with_garbled_fields_do_not_raise(name: str) -> None:
+    case = load_case(name)
+    for index, node in enumerate(case["plan"]):
+        for key in [key for key, value in node.items() if isinstance(value, (list, dict)) and key != "class"]:
+            for garbage in ([7], {"x": None}, [[{"class": "org.example.Odd", "num-children": 0, "branches": [1, 2]}]]):
+                plan = copy.deepcopy(case["plan"])
+                plan[index][key] = garbage
+                column_lineage(parse_plan(plan))
