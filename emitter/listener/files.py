@@ -251,20 +251,43 @@ def capture_start_ms(capture: Capture) -> int:
     return epoch_ms(capture.end_time) - capture.duration_ns // 1_000_000
 
 
-def batch_snapshot_hook(jvm: Any, hadoop_conf: Any) -> Callable[[RelationInfo, str, Capture], dict[str, Any]]:
+class BatchSnapshotHook:
     """A dataset facet hook for `emitter.pipeline.register_dataset_facet_hook`: `snapshot` and
     `version` facets of a batch action's inputs (state when the action's callback runs) and
     output (after the write, with the partitions whose files are newer than the action's start).
     A snapshot the listener already took from Spark's file index (`capture.input_snapshots`,
-    keyed by leaf key) wins over listing the location again."""
+    keyed by leaf key, see `leaf_input_snapshot`) wins over listing the location again.
 
-    def facets_of(relation: RelationInfo, role: str, capture: Capture) -> dict[str, Any]:
+    One instance per process (the pipeline's hook list is global); `use` points it at the JVM
+    of the session attached last."""
+
+    def __init__(self) -> None:
+        self.jvm: Any = None
+        self.hadoop_conf: Any = None
+
+    def use(self, jvm: Any, hadoop_conf: Any) -> BatchSnapshotHook:
+        self.jvm, self.hadoop_conf = jvm, hadoop_conf
+        return self
+
+    def __call__(self, relation: RelationInfo, role: str, capture: Capture) -> dict[str, Any]:
         snapshot = _known_input_snapshot(relation, capture) if role == "input" else None
         if snapshot is None:
-            snapshot = relation_snapshot(jvm, hadoop_conf, relation, capture_start_ms(capture) if role == "output" else None, role == "output")
+            is_output = role == "output"
+            since_ms = capture_start_ms(capture) if is_output else None
+            snapshot = relation_snapshot(self.jvm, self.hadoop_conf, relation, since_ms, is_output)
         return dataset_facets(snapshot, PRODUCER)
 
-    return facets_of
+
+batch_snapshot_hook = BatchSnapshotHook()
+
+
+def leaf_input_snapshot(jvm: Any, leaf: Any) -> Snapshot | None:
+    """For the batch listener: the content snapshot of a `LogicalRelation` leaf over files,
+    from the file index Spark already listed for the read (None for other leaves)."""
+    relation = leaf.relation()
+    if relation.getClass().getSimpleName() != "HadoopFsRelation":
+        return None
+    return input_snapshot(jvm, relation.location())
 
 
 def _known_input_snapshot(relation: RelationInfo, capture: Capture) -> Snapshot | None:

@@ -216,17 +216,26 @@ def parent_of(query_execution_id: str, root: tuple[str, str, str] | None = None)
     return facets.parent_facet(run.run_id, run.job[0], run.job[1], root=root)
 
 
-def parent_hook(pipeline: Any) -> Callable[[Any], Any | None]:
-    """For the batch pipeline: capture -> parent facet of its micro-batch, or None."""
-    app_run = getattr(pipeline, "app_run_id", None)
-    app_job = getattr(pipeline, "app_job", None)
-    root = (app_run, app_job[0], app_job[1]) if app_run and app_job else None
+class ParentHook:
+    """For the batch pipeline: capture -> `parent` facet of the streaming run whose micro-batch
+    the action ran in (None otherwise), with the application run as root. One per process;
+    `use` points it at the pipeline attached last. Needs `capture.query_execution_uuid`
+    (`QueryExecution.queryId()`)."""
 
-    def parent_of_capture(capture: Any) -> Any | None:
+    def __init__(self) -> None:
+        self.root: tuple[str, str, str] | None = None
+
+    def use(self, pipeline: Any) -> ParentHook:
+        app_run, app_job = getattr(pipeline, "app_run_id", None), getattr(pipeline, "app_job", None)
+        self.root = (app_run, app_job[0], app_job[1]) if app_run and app_job else None
+        return self
+
+    def __call__(self, capture: Any) -> Any | None:
         query_execution_id = getattr(capture, "query_execution_uuid", None)
-        return parent_of(query_execution_id, root) if query_execution_id else None
+        return parent_of(query_execution_id, self.root) if query_execution_id else None
 
-    return parent_of_capture
+
+parent_hook = ParentHook()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,7 +544,7 @@ def _register_pipeline_hooks(spark: Any, pipeline: Any) -> None:
 
     register_facets = getattr(pipeline_module, "register_dataset_facet_hook", None)
     if register_facets is not None:
-        register_facets(files.batch_snapshot_hook(spark._jvm, spark._jsc.hadoopConfiguration()))
+        register_facets(files.batch_snapshot_hook.use(spark._jvm, spark._jsc.hadoopConfiguration()))
     register_parent = getattr(pipeline_module, "register_parent_hook", None)
     if register_parent is not None:
-        register_parent(parent_hook(pipeline))
+        register_parent(parent_hook.use(pipeline))
