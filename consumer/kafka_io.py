@@ -3,12 +3,15 @@ commits and a dead-letter producer."""
 
 from __future__ import annotations
 
+import logging
 from typing import Mapping, Sequence
 
 import attrs
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import KafkaError
+from kafka.errors import CommitFailedError, KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger(__name__)
 
 # How long to wait for the first broker before giving up with one clear line.
 BOOTSTRAP_TIMEOUT_MS = 10000
@@ -59,13 +62,21 @@ class EventSource:
         ]
         return sorted(records, key=lambda record: (record.topic, record.partition, record.offset))
 
-    def commit(self, next_offsets: Mapping[tuple[str, int], int]) -> None:
-        """Commit, per (topic, partition), the offset of the next record to read."""
-        if next_offsets:
+    def commit(self, next_offsets: Mapping[tuple[str, int], int]) -> bool:
+        """Commit, per (topic, partition), the offset of the next record to read. False when the
+        group rebalanced meanwhile: the records are then redelivered to the partition's new
+        owner, which is harmless because every write is idempotent."""
+        if not next_offsets:
+            return True
+        try:
             self._consumer.commit({
                 TopicPartition(topic, partition): OffsetAndMetadata(offset, "", -1)
                 for (topic, partition), offset in next_offsets.items()
             })
+        except CommitFailedError as error:
+            log.warning("offsets not committed (%s); the records will be read again", error)
+            return False
+        return True
 
     def close(self) -> None:
         self._consumer.close(autocommit=False)

@@ -197,3 +197,17 @@ def test_rebuild_from_raw_events_reproduces_the_stores(store):
         store.rebuild([materialize(validate(json.loads(payload))) for payload in chunk])
 
     assert dump(store) == before
+
+
+def test_an_event_the_database_rejects_is_isolated_and_the_rest_stored(postgres_store):
+    from consumer.ingest import prepare, write_isolating
+
+    good_a = batch_write("job_a", [table("raw", "a", ["x"])], table("mart", "a", ["x"]))
+    too_long = batch_write("j" * 2000, [table("raw", "b", ["x"])], table("mart", "b", ["x"]))[0]
+    items = [(f"a{i}", prepare(event)) for i, event in enumerate(good_a)] + [("bad", prepare(too_long))]
+
+    stored, failed = write_isolating(postgres_store, items)
+
+    assert stored == 2
+    assert [tag for tag, _ in failed] == ["bad"] and "StringDataRightTruncation" in failed[0][1]
+    assert _rows(postgres_store, "SELECT name FROM jobs") == [("job_a",)]

