@@ -307,6 +307,37 @@ def _in_subquery(expr: Expr, attribute_text: AttributeText) -> str:
     return f"({', '.join(values)} IN (subquery))"
 
 
+def _with(expr: Expr, attribute_text: AttributeText) -> str:
+    """Spark 4's common-subexpression `With(child, defs)` (BETWEEN's rewrite): print the child
+    with each CommonExpressionRef replaced by its definition. The JSON drops the ids, so a ref
+    is matched to the only definition, or to the only one of its data type."""
+    if not expr.children:
+        return "with()"
+    child, *definitions = expr.children
+    values = [definition.children[0] for definition in definitions if definition.children]
+    return render(_substitute(child, values), attribute_text)
+
+
+def _substitute(expr: Expr, values: list[Expr]) -> Expr:
+    if expr.cls == "CommonExpressionRef":
+        if len(values) == 1:
+            return values[0]
+        typed = [value for value in values if value.fields.get("dataType") == expr.fields.get("dataType")]
+        return typed[0] if len(typed) == 1 else expr
+    if not expr.children:
+        return expr
+    return expr._replace(children=tuple(_substitute(child, values) for child in expr.children))
+
+
+def _between(expr: Expr, attribute_text: AttributeText) -> str:
+    if len(expr.children) == 1:  # Spark 4 keeps only its replacement (a With) as the child
+        return render(expr.children[0], attribute_text)
+    if len(expr.children) != 3:
+        return _call("between", expr.children, attribute_text)
+    value, low, high = (render_argument(child, attribute_text) for child in expr.children)
+    return f"({value} BETWEEN {low} AND {high})"
+
+
 def _no_arg(name: str) -> Callable[[Expr, AttributeText], str]:
     return lambda expr, _: f"{name}()"
 
@@ -348,6 +379,9 @@ _HANDLERS: dict[str, Callable[[Expr, AttributeText], str]] = {
     "Exists": _exists,
     "ListQuery": _exists,
     "InSubquery": _in_subquery,
+    "With": _with,
+    "Between": _between,
+    "CommonExpressionRef": lambda expr, _: "?",
     "CurrentTimestamp": _no_arg("current_timestamp"),
     "CurrentDate": _no_arg("current_date"),
     "Now": _no_arg("now"),

@@ -71,3 +71,18 @@ def test_long_text_is_truncated_with_an_ellipsis() -> None:
     assert len(text) == MAX_DESCRIPTION
     assert text.endswith(ELLIPSIS)
     assert truncate("short") == "short"
+
+
+def test_common_subexpression_with_is_printed_with_its_definition_inlined() -> None:
+    """Spark 4 rewrites BETWEEN to With(child, defs) and drops the ids from the JSON."""
+    items = [
+        _node("Between", 1),
+        _node("With", 2, defs=[1]),
+        _node("And", 2),
+        _node("GreaterThanOrEqual", 2), _node("CommonExpressionRef", 0, id=None, dataType="date"),
+        _lit("2000-08-23", "string"),
+        _node("LessThanOrEqual", 2), _node("CommonExpressionRef", 0, id=None, dataType="date"),
+        _lit("2000-09-06", "string"),
+        _node("CommonExpressionDef", 1, id=None), _attr("d_date", 5, "date"),
+    ]
+    assert _render(items) == "((d_date >= '2000-08-23') AND (d_date <= '2000-09-06'))"
