@@ -262,7 +262,7 @@ def _dataset_version(dataset: Mapping[str, Any], facets: Mapping[str, Any], fiel
         return str(version)
     if fields is None:
         return None
-    signature = json.dumps([dataset["namespace"], dataset["name"], [attrs.astuple(f) for f in fields]], default=str)
+    signature = repr((dataset["namespace"], dataset["name"], [(f.name, f.type, f.description, f.tags) for f in fields]))
     return hashlib.sha256(signature.encode()).hexdigest()[:32]
 
 

@@ -14,9 +14,9 @@ import attrs
 _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
     ("store_url", "--store", "LINEAGE_STORE_URL", "sqlite:///lineage.db", "store URL: sqlite:///path.db or postgresql://user@host/db"),
     ("bootstrap_servers", "--bootstrap-servers", "KAFKA_BOOTSTRAP_SERVERS", "localhost:9092", "Kafka bootstrap servers, comma separated"),
-    ("topic", "--topic", "LINEAGE_TOPIC", "openlineage", "topic the OpenLineage events arrive on"),
+    ("topic", "--topic", "LINEAGE_TOPIC", "openlineage.events", "topic the OpenLineage events arrive on"),
     ("group", "--group", "LINEAGE_GROUP", "lineage-consumer", "Kafka consumer group (instances of one group share partitions)"),
-    ("dead_letter_topic", "--dead-letter-topic", "LINEAGE_DEAD_LETTER_TOPIC", "openlineage.dead-letter", "topic bad events are sent to"),
+    ("dead_letter_topic", "--dead-letter-topic", "LINEAGE_DEAD_LETTER_TOPIC", "openlineage.events.dlq", "topic bad events are sent to"),
     ("host", "--host", "LINEAGE_HOST", "0.0.0.0", "HTTP listen address"),
     ("port", "--port", "LINEAGE_PORT", "5000", "HTTP port (5000, as Marquez)"),
     ("token", "--token", "LINEAGE_API_TOKEN", None, "bearer token required by the HTTP API (none: open)"),
@@ -44,9 +44,9 @@ def parse_period(text: str) -> timedelta:
 class Settings:
     store_url: str = "sqlite:///lineage.db"
     bootstrap_servers: str = "localhost:9092"
-    topic: str = "openlineage"
+    topic: str = "openlineage.events"
     group: str = "lineage-consumer"
-    dead_letter_topic: str = "openlineage.dead-letter"
+    dead_letter_topic: str = "openlineage.events.dlq"
     host: str = "0.0.0.0"
     port: int = 5000
     token: str | None = None

@@ -222,23 +222,37 @@ class _BatchWriter:
                 edge_only.add((dataset_ids[edge.input], edge.input_field))
                 if edge.output_field is not None:
                     edge_only.add((dataset_ids[edge.output], edge.output_field))
-        if newest:
+        wanted = newest.keys() | edge_only
+        stored = self._stored_fields(sorted({dataset_id for dataset_id, _ in wanted}))
+        # Most events repeat a schema the store already holds: write only what changed.
+        changed = [row for key, row in newest.items() if _field_changed(stored.get(key), row)]
+        if changed:
             statement = self.insert(dataset_fields)
             statement = statement.on_conflict_do_update(
                 index_elements=["dataset_id", "name"],
                 set_={name: statement.excluded[name] for name in ("type", "description", "tags", "from_schema", "updated_at")},
                 where=statement.excluded.updated_at >= dataset_fields.c.updated_at,
             )
-            self.connection.execute(statement, list(newest.values()))
-        ids = self._select_ids(dataset_fields, [dataset_fields.c.dataset_id, dataset_fields.c.name], sorted(newest.keys() | edge_only))
-        missing = sorted(edge_only - ids.keys())
+            self.connection.execute(statement, changed)
+        missing = sorted(edge_only - stored.keys() - newest.keys())
         if missing:
             self.connection.execute(
                 self.insert(dataset_fields).on_conflict_do_nothing(index_elements=["dataset_id", "name"]),
                 [{"dataset_id": d, "name": n, "from_schema": False, "created_at": self.now, "updated_at": self.now} for d, n in missing],
             )
-            ids.update(self._select_ids(dataset_fields, [dataset_fields.c.dataset_id, dataset_fields.c.name], missing))
+        ids = {key: row["id"] for key, row in stored.items()}
+        new_keys = sorted(wanted - stored.keys())
+        if new_keys:
+            ids.update(self._select_ids(dataset_fields, [dataset_fields.c.dataset_id, dataset_fields.c.name], new_keys))
         return ids
+
+    def _stored_fields(self, dataset_id_list: list[int]) -> dict[tuple[int, str], dict[str, Any]]:
+        stored: dict[tuple[int, str], dict[str, Any]] = {}
+        for chunk in _chunks(dataset_id_list):
+            query = select(dataset_fields).where(dataset_fields.c.dataset_id.in_(chunk))
+            for row in self.connection.execute(query).mappings():
+                stored[(row["dataset_id"], row["name"])] = dict(row)
+        return stored
 
     def jobs(self, batch: Sequence[EventRows], namespace_ids: dict[str, int]) -> dict[tuple[str, str], int]:
         updates: dict[tuple[str, str], list[tuple[datetime, dict[str, Any]]]] = defaultdict(list)
@@ -465,6 +479,13 @@ class _BatchWriter:
             .order_by(runs.c.created_at.desc(), runs.c.id.desc()).limit(1).scalar_subquery()
         )
         self.connection.execute(update(jobs).where(jobs.c.id.in_(sorted(job_id_set))).values(latest_run_id=newest_run))
+
+
+def _field_changed(current: Mapping[str, Any] | None, row: Mapping[str, Any]) -> bool:
+    if current is None:
+        return True
+    same = all(current[name] == row[name] for name in ("type", "description", "tags")) and bool(current["from_schema"])
+    return not same and row["updated_at"] >= utc(current["updated_at"])
 
 
 def _span(values: dict[Any, dict[str, Any]], key: Any, time: datetime, run_id: int | None, row: dict[str, Any]) -> None:
