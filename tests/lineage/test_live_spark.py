@@ -28,25 +28,16 @@ LIVE_STREAMS = ["stream_watermark_static_join", "stream_aggregate"]
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    from pyspark.sql import SparkSession
+def live(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The shared session, with the fixture tables in their own database (restored afterwards)."""
     from pyspark.sql import functions as F  # noqa: N812 - Spark convention
 
     location = tmp_path_factory.mktemp("lineage-live")
-    active = SparkSession.getActiveSession()
-    spark = active or (
-        SparkSession.builder.master("local[2]")
-        .appName("lineage-live")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.debug.maxToStringFields", "10000")
-        .config("spark.sql.warehouse.dir", str(location / "warehouse"))
-        .getOrCreate()
-    )
     spark.conf.set("spark.sql.debug.maxToStringFields", "10000")
     previous_database = spark.catalog.currentDatabase()
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE} LOCATION '{Path(location, DATABASE).as_posix()}'")
     spark.sql(f"USE {DATABASE}")
+    cached_adults = None
     try:
         for statement in capture_plans.SETUP_SQL:
             spark.sql(statement)
@@ -61,11 +52,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             "events_dir": str(events_dir), "EVENT_SCHEMA": capture_plans.EVENT_SCHEMA,
         }
     finally:
-        cached_adults.unpersist()
+        if cached_adults is not None:
+            cached_adults.unpersist()
         spark.sql(f"USE {previous_database}")
         spark.sql(f"DROP DATABASE IF EXISTS {DATABASE} CASCADE")
-        if active is None:
-            spark.stop()
 
 
 def _as_default_database(compacted: dict[str, Any]) -> dict[str, Any]:
