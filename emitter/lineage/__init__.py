@@ -15,8 +15,20 @@ INDIRECT subtype wins; among DIRECT, AGGREGATION > TRANSFORMATION > IDENTITY; ma
 description of the outermost non-IDENTITY step). Dataset-level entries keep their own subtype
 (JOIN/FILTER/GROUP_BY/SORT) whatever path leads to the leaf, once per (relation, column, subtype).
 
+Descriptions print the user's column names: a computed column referenced later is printed as
+its defining expression (`sum(x)` rather than `_w0`), implicit coercion casts are left out,
+and text is cut at ~200 characters with "…".
+
+Optimizer-inferred predicates are not reported as FILTER: `isnotnull(x)` beside another
+predicate on `x` or on a join key, and `size(arr) > 0` under an explode of `arr`; a lone
+`x IS NOT NULL` is kept unless `x`'s source column is used at dataset level otherwise.
+
+`cached_plans` maps `plan.leaf_key(<InMemoryRelation>)` to the parsed plan it caches (optimized
+or analyzed); the relation's columns are that plan's output columns by position.
+
 Unknown operators degrade (ids pass through, else same name, else every child column) with one
-warning naming the class; the engine never raises on a well-formed plan.
+warning naming the class; a handler failing on an unforeseen shape degrades the same way; plans
+and expressions thousands deep are handled without recursion. The engine does not raise.
 """
 
 from __future__ import annotations
