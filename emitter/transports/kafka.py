@@ -212,7 +212,22 @@ class KafkaSink:
         self._producer.flush(timeout=timeout_seconds)
 
     def close(self) -> None:
-        self._producer.close(timeout=0)
+        """Close now, failing whatever is still pending (the sender has spooled or will spool it)."""
+        from kafka.errors import KafkaTimeoutError
+
+        producer = self._producer
+        flush = producer.flush
+
+        def flush_tolerating_pending(timeout: float | None = None) -> None:
+            try:
+                flush(timeout)
+            except KafkaTimeoutError:
+                pass
+
+        # kafka-python's close() flushes first and raises when records are still pending, which
+        # would skip its force close and leak its I/O thread; let close() go on to the force close
+        producer.flush = flush_tolerating_pending  # type: ignore[method-assign]
+        producer.close(timeout=0)
 
 
 class KafkaTransport(Transport):

@@ -179,7 +179,7 @@ class BackgroundSender:
             self._warned_unreachable = True
             return None
         if self._abandoned:
-            sink.close()
+            _close_quietly(sink)
             return None
         self._sink = sink
         self._backoff.reset()
@@ -201,13 +201,13 @@ class BackgroundSender:
         with self._lock:
             self._in_hand = pending
         record = self._serialize(pending)
-        if record is not None:
-            self._send(sink, record)
+        sent = record is None or self._send(sink, record)
         with self._lock:
             self._in_hand = None
-        self._reap()
+        if self._reap() or not sent:
+            self._reset_sink()
 
-    def _send(self, sink: Sink, record: Record) -> None:
+    def _send(self, sink: Sink, record: Record) -> bool:
         with self._lock:
             self._current = record
         try:
@@ -218,22 +218,34 @@ class BackgroundSender:
                 self._current = None
                 if not self._abandoned:
                     self._spool_record(record)
-            return
+            return False
         with self._lock:
             self._current = None
             self._in_flight.append(_InFlight(record, delivery))
+        return True
 
-    def _reap(self) -> None:
-        """Forget acknowledged records, spool failed ones."""
+    def _reap(self) -> int:
+        """Forget acknowledged records, spool failed ones; how many failed."""
+        failed: list[_InFlight] = []
         with self._lock:
             still_waiting: list[_InFlight] = []
             for sent in self._in_flight:
                 if not sent.delivery.done():
                     still_waiting.append(sent)
                 elif sent.delivery.error() is not None and not self._abandoned:
-                    log.warning("Lineage event not delivered (%s); spooling it", sent.delivery.error())
+                    failed.append(sent)
                     self._spool_record(sent.record)
             self._in_flight = still_waiting
+        if failed:
+            log.warning("%d lineage event(s) not delivered (%s); spooled", len(failed), failed[0].delivery.error())
+        return len(failed)
+
+    def _reset_sink(self) -> None:
+        """Start over with a new producer: after a broker restart the old one may never recover."""
+        sink, self._sink = self._sink, None
+        if sink is not None:
+            _close_quietly(sink)
+        self._reap()  # the old producer's pending records failed on close: spool them
 
     def _spool_queued(self) -> None:
         """Move every queued event to the spool, one at a time (serialized outside the lock: it is the slow part)."""
@@ -289,6 +301,8 @@ class BackgroundSender:
                 delivered_all = False
         if delivered_all:
             self._backoff.reset()
+        else:
+            self._reset_sink()
         return delivered_all
 
     def _finish(self) -> None:
@@ -316,7 +330,7 @@ class BackgroundSender:
             self._reap()
         self._abandon()
         if sink is not None:
-            sink.close()
+            _close_quietly(sink)
 
     def _abandon(self) -> None:
         """Spool everything not yet acknowledged; from now on the sender thread sends nothing."""
@@ -385,6 +399,13 @@ class BackgroundSender:
 
     def _time_left(self) -> float:
         return max(0.0, self._deadline - time.monotonic()) if self._deadline != float("inf") else float("inf")
+
+
+def _close_quietly(sink: Sink) -> None:
+    try:
+        sink.close()
+    except Exception as error:
+        log.debug("Closing the Kafka producer: %s", error)
 
 
 def _delivered(delivery: Delivery) -> bool:

@@ -194,3 +194,23 @@ def test_two_applications_draining_one_spool_send_each_event_once(kafka_bootstra
     assert len(delivered) == expected_count
     assert [event for event in delivered if event in set(spooled)] == spooled
     assert not list(spool_dir.glob("*.rec"))
+
+
+def test_events_emitted_while_the_broker_is_restarting_arrive_once_it_is_back(start_broker, tmp_path: Path) -> None:
+    port = free_port()
+    broker = start_broker(port)
+    before, during = application_events("before-app", 1), application_events("during-app", 1)
+    transport = make_transport(broker.bootstrap, "restart", tmp_path / "spool")
+    for event in before:
+        transport.emit(event)
+    assert len(read_topic(broker.bootstrap, "restart", expected=len(before))) == len(before)
+
+    broker.stop()
+    for event in during:
+        transport.emit(event)
+    restarted = start_broker(port)  # in-memory storage: the new broker holds only what is sent from now on
+
+    records = read_topic(restarted.bootstrap, "restart", expected=len(during), timeout_seconds=90)
+    assert identities_of_values([record.value for record in records]) == expected_identities(during)
+    assert transport.close(30) is True
+    assert transport.spool.is_empty()
