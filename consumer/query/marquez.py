@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -18,6 +18,7 @@ from consumer.query.db import as_json, check_depth, check_page, iso, like_contai
 from consumer.query.errors import BadParameter, NotFound
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.store import schema as s
+from consumer.store.writer import utc
 
 _STATE_OF_EVENT = {"START": "start", "COMPLETE": "complete", "FAIL": "fail", "ABORT": "abort"}
 
@@ -78,33 +79,26 @@ def _run_rows_by_id(conn: Connection, run_ids: Iterable[int]) -> dict[int, dict]
 
 
 def _run_dataset_versions(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[list, list]]:
-    """Per run: the dataset versions it read (its input snapshots) and wrote."""
+    """Per run: the dataset versions it read (its input snapshots) and wrote (output snapshots and versions)."""
+    snap, ver = s.snapshot_lineage, s.dataset_versions
+    touched = union_all(
+        select(snap.c.run_id, snap.c.direction, snap.c.snapshot_id.label("version"), snap.c.dataset_id)
+        .where(snap.c.run_id.in_(run_ids)),
+        select(ver.c.run_id, literal("output").label("direction"), ver.c.version, ver.c.dataset_id)
+        .where(ver.c.run_id.in_(run_ids)),
+    ).subquery()
+    rows = conn.execute(
+        select(touched.c.run_id, touched.c.direction, touched.c.version, s.datasets.c.name, s.namespaces.c.name.label("namespace"))
+        .join(s.datasets, s.datasets.c.id == touched.c.dataset_id)
+        .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
+        .order_by(s.namespaces.c.name, s.datasets.c.name, touched.c.version)
+    )
     found: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
-    snapshots = conn.execute(
-        select(s.snapshot_lineage.c.run_id, s.snapshot_lineage.c.direction, s.snapshot_lineage.c.snapshot_id,
-               s.datasets.c.name, s.namespaces.c.name.label("namespace"))
-        .join(s.datasets, s.datasets.c.id == s.snapshot_lineage.c.dataset_id)
-        .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
-        .where(s.snapshot_lineage.c.run_id.in_(run_ids))
-        .order_by(s.snapshot_lineage.c.barrier_id, s.datasets.c.name)
-    )
-    for row in snapshots:
-        version = {"datasetVersionId": {"namespace": row.namespace, "name": row.name, "version": row.snapshot_id},
-                   "facets": {}}
-        found[row.run_id][0 if row.direction == "input" else 1].append(version)
-    written = conn.execute(
-        select(s.dataset_versions.c.run_id, s.dataset_versions.c.version, s.datasets.c.name,
-               s.namespaces.c.name.label("namespace"))
-        .join(s.datasets, s.datasets.c.id == s.dataset_versions.c.dataset_id)
-        .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
-        .where(s.dataset_versions.c.run_id.in_(run_ids))
-        .order_by(s.namespaces.c.name, s.datasets.c.name)
-    )
-    for row in written:
-        version = {"datasetVersionId": {"namespace": row.namespace, "name": row.name, "version": row.version},
-                   "facets": {}}
-        if version not in found[row.run_id][1]:
-            found[row.run_id][1].append(version)
+    for row in rows:
+        version = {"datasetVersionId": {"namespace": row.namespace, "name": row.name, "version": row.version}, "facets": {}}
+        side = found[row.run_id][0 if row.direction == "input" else 1]
+        if version not in side:
+            side.append(version)
     return found
 
 
@@ -112,7 +106,7 @@ def _run(row: Any, inputs: list, outputs: list) -> dict:
     started, ended = row.started_at, row.ended_at
     duration = None
     if started is not None and ended is not None:
-        duration = int((_aware(ended) - _aware(started)).total_seconds() * 1000)
+        duration = int((utc(ended) - utc(started)).total_seconds() * 1000)
     return {
         "id": row.uuid,
         "createdAt": iso(row.created_at),
@@ -130,10 +124,6 @@ def _run(row: Any, inputs: list, outputs: list) -> dict:
         "context": {},
         "facets": as_json(row.facets) or {},
     }
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def _run_id_of(conn: Connection, run_uuid: str) -> int:
@@ -539,7 +529,7 @@ def lineage_event_stats(store: Any, period: str, zone_name: str) -> list[dict]:
     buckets = [{"startInterval": iso(a), "endInterval": iso(b), "fail": 0, "start": 0, "complete": 0, "abort": 0}
                for a, b in intervals]
     for moment, event_type in rows:
-        index = _bucket(intervals, _aware(moment))
+        index = _bucket(intervals, utc(moment))
         if index is not None and event_type in _STATE_OF_EVENT:
             buckets[index][_STATE_OF_EVENT[event_type]] += 1
     return buckets
@@ -557,7 +547,7 @@ def entity_stats(store: Any, entity: str, period: str, zone_name: str) -> list[d
             created = conn.execute(
                 select(func.min(s.datasets.c.created_at)).group_by(func.coalesce(s.datasets.c.source_name, s.datasets.c.namespace_id))
             ).scalars().all()
-    moments = sorted(_aware(m) for m in created)
+    moments = sorted(utc(m) for m in created)
     return [{"startInterval": iso(a), "endInterval": iso(b), "count": sum(1 for m in moments if m < b)} for a, b in intervals]
 
 
