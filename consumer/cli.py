@@ -46,8 +46,8 @@ def _parser() -> argparse.ArgumentParser:
         sub = command(name, _delete, help_text, _STORE)
         sub.add_argument("--job", required=True, help="job name")
         sub.add_argument("--namespace", help="job namespace (default: every namespace)")
-    lineage = command("lineage", _lineage, "ask the lineage stores (see `lineage --help`)", _STORE)
-    lineage.add_argument("query_argv", nargs=argparse.REMAINDER, help="arguments of consumer.query.cli")
+    # Listed for --help only: main() hands `lineage ...` to consumer.query.cli before parsing.
+    commands.add_parser("lineage", help="ask the lineage stores (`lineage --help` lists the questions); takes --store too")
     return parser
 
 
@@ -55,11 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     # kafka-python logs every reconnect attempt; our own lines say what matters.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     from consumer.kafka_io import BrokerUnavailable
     from consumer.store import StoreUnavailable
 
     try:
+        if argv[:1] == ["lineage"]:
+            return _lineage(argv[1:])
+        args = _parser().parse_args(argv)
         return args.run(args)
     except (StoreUnavailable, BrokerUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -94,10 +97,16 @@ def _delete(args: argparse.Namespace) -> int:
     return 0
 
 
-def _lineage(args: argparse.Namespace) -> int:
+def _lineage(argv: list[str]) -> int:
+    """`--store` may stand anywhere; everything else belongs to consumer.query.cli."""
     from consumer.query.cli import main as query_main
 
-    return query_main(args.query_argv, _store(args))
+    store_parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(store_parser, _STORE)
+    store_args, query_argv = store_parser.parse_known_args(argv)
+    if not query_argv or {"-h", "--help"} & set(query_argv):
+        return query_main(query_argv or ["--help"], None)
+    return query_main(query_argv, _store(store_args))
 
 
 def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:

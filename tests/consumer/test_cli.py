@@ -109,3 +109,10 @@ def _wait_for(probe):  # type: ignore[no-untyped-def]
         if time.monotonic() > deadline:
             raise AssertionError("nothing arrived before the wait limit")
         time.sleep(0.2)
+
+
+def test_lineage_questions_are_handed_to_the_read_side_with_the_store(store, store_url):
+    write_events(store, _events())
+    result = _consumer("lineage", "--json", "upstream", "mart.o", "--store", store_url)
+    assert result.returncode == 0, result.stderr
+    assert [t["name"] for t in json.loads(result.stdout)["tables"]] == ["/tmp/warehouse/raw.db/orders"]
