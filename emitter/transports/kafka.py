@@ -211,6 +211,14 @@ class KafkaSink:
     def flush(self, timeout_seconds: float) -> None:
         self._producer.flush(timeout=timeout_seconds)
 
+    def rejects(self, error: BaseException) -> bool:
+        from kafka import errors
+
+        return isinstance(
+            error,
+            (errors.MessageSizeTooLargeError, errors.RecordListTooLargeError, errors.InvalidRecordError, errors.CorruptRecordError),
+        )
+
     def close(self) -> None:
         """Close now, failing whatever is still pending (the sender has spooled or will spool it)."""
         from kafka.errors import KafkaTimeoutError

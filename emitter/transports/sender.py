@@ -50,6 +50,10 @@ class Sink(Protocol):
 
     def close(self) -> None: ...
 
+    def rejects(self, error: BaseException) -> bool:
+        """True when `error` means the broker will never take this record (too large, invalid)."""
+        ...
+
 
 @attrs.frozen
 class SenderSettings:
@@ -104,6 +108,7 @@ class BackgroundSender:
         self._closed = False
         self._all_delivered = False
         self.queue_overflows = 0
+        self.rejected = 0
         self._warned_unreachable = False
         self._connect_attempted = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -213,12 +218,16 @@ class BackgroundSender:
         try:
             delivery = sink.send(record)
         except Exception as error:
-            log.warning("Sending a lineage event failed (%s); spooling it", error)
+            rejected = sink.rejects(error)
+            if rejected:
+                self._log_rejected(error)
+            else:
+                log.warning("Sending a lineage event failed (%s); spooling it", error)
             with self._lock:
                 self._current = None
-                if not self._abandoned:
+                if not self._abandoned and not rejected:
                     self._spool_record(record)
-            return False
+            return rejected
         with self._lock:
             self._current = None
             self._in_flight.append(_InFlight(record, delivery))
@@ -230,9 +239,12 @@ class BackgroundSender:
         with self._lock:
             still_waiting: list[_InFlight] = []
             for sent in self._in_flight:
+                error = sent.delivery.error() if sent.delivery.done() else None
                 if not sent.delivery.done():
                     still_waiting.append(sent)
-                elif sent.delivery.error() is not None and not self._abandoned:
+                elif error is not None and self._sink is not None and self._sink.rejects(error):
+                    self._log_rejected(error)
+                elif error is not None and not self._abandoned:
                     failed.append(sent)
                     self._spool_record(sent.record)
             self._in_flight = still_waiting
@@ -286,16 +298,24 @@ class BackgroundSender:
 
     def _deliver_spooled(self, sink: Sink, batch: list) -> bool:
         sent = []
+        delivered_all = True
         for spooled in batch:
             try:
                 sent.append((spooled, sink.send(spooled.record)))
             except Exception as error:
+                if sink.rejects(error):  # a record the broker never takes must not block the ones after it
+                    self._log_rejected(error)
+                    self.spool.remove(spooled)
+                    continue
                 log.debug("Sending spooled lineage events failed: %s", error)
+                delivered_all = False
                 break
         self._flush(sink, min(self._settings.drain_ack_timeout_seconds, self._time_left()))
-        delivered_all = len(sent) == len(batch)
         for spooled, delivery in sent:
-            if delivery.done() and delivery.error() is None:
+            error = delivery.error() if delivery.done() else None
+            if delivery.done() and (error is None or sink.rejects(error)):
+                if error is not None:
+                    self._log_rejected(error)
                 self.spool.remove(spooled)
             else:
                 delivered_all = False
@@ -364,6 +384,10 @@ class BackgroundSender:
             )
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _log_rejected(self, error: BaseException) -> None:
+        self.rejected += 1
+        log.error("The broker rejects a lineage event (%s); dropped it (%d so far)", error, self.rejected)
 
     def _log_queue_full(self) -> None:
         self.queue_overflows += 1

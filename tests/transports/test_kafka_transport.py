@@ -214,3 +214,23 @@ def test_events_emitted_while_the_broker_is_restarting_arrive_once_it_is_back(st
     assert identities_of_values([record.value for record in records]) == expected_identities(during)
     assert transport.close(30) is True
     assert transport.spool.is_empty()
+
+
+def test_an_event_the_broker_never_accepts_is_dropped_without_blocking_the_others(
+    start_broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = free_port()
+    small = application_events("small-app", 1)
+    huge = application_events("huge-app-" + "x" * 5000, 0)[0]
+    transport = make_transport(f"127.0.0.1:{port}", "sizes", tmp_path / "spool", config={
+        "bootstrap.servers": f"127.0.0.1:{port}", "message.max.bytes": 4000,
+    })
+    for event in [small[0], huge, *small[1:]]:
+        transport.emit(event)
+
+    broker = start_broker(port)
+    records = read_topic(broker.bootstrap, "sizes", expected=len(small), timeout_seconds=60)
+    assert identities_of_values([record.value for record in records]) == expected_identities(small)
+    assert transport.close(30) is True
+    assert transport.spool.is_empty()
+    assert "rejects a lineage event" in caplog.text
