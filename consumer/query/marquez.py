@@ -289,8 +289,9 @@ def _datasets(conn: Connection, rows: Sequence[Any], with_column_lineage: bool =
     ids = [row.id for row in rows]
     fields: dict[int, list[dict]] = defaultdict(list)
     if ids:
+        f_ = s.dataset_fields.c
         for f in conn.execute(
-            select(s.dataset_fields).where(s.dataset_fields.c.dataset_id.in_(ids)).order_by(s.dataset_fields.c.id)
+            select(f_.dataset_id, f_.name, f_.type, f_.tags, f_.description).where(f_.dataset_id.in_(ids)).order_by(f_.id)
         ):
             fields[f.dataset_id].append(
                 {"name": f.name, "type": f.type or "UNKNOWN", "tags": as_json(f.tags) or [], "description": f.description}
