@@ -44,6 +44,7 @@ def main(verbose: bool) -> int:
     ]
     parse_ms: list[float] = []
     engine_ms: list[float] = []
+    engine_wall_ms: list[float] = []
     crashes: list[str] = []
     warnings: Counter[str] = Counter()
     fully_covered = 0
@@ -51,18 +52,19 @@ def main(verbose: bool) -> int:
     for entry in entries:
         text = (PLANS_DIR / entry["file"]).read_text()
         try:
-            started = time.process_time()
+            started, started_wall = time.process_time(), time.perf_counter()
             root = parse_plan(text)
-            parsed = time.process_time()
+            parsed, parsed_wall = time.process_time(), time.perf_counter()
             command = write_command(root)
             assert command is not None, f"not a write: {root.cls}"
             result = column_lineage(command.query, {}, command.output_columns)
-            finished = time.process_time()
+            finished, finished_wall = time.process_time(), time.perf_counter()
         except Exception:  # noqa: BLE001 - the point is to count them
             crashes.append(f"{entry['name']}: {traceback.format_exc(limit=3)}")
             continue
         parse_ms.append((parsed - started) * 1000)
         engine_ms.append((finished - parsed) * 1000)
+        engine_wall_ms.append((finished_wall - parsed_wall) * 1000)
         warnings.update(result.warnings)
         graph = Graph()
         graph.add_plan(command.query)
@@ -78,8 +80,8 @@ def main(verbose: bool) -> int:
     print(f"write plans: {len(entries)}  crashes: {len(crashes)}  fully covered: {fully_covered}")
     print(f"warnings: {sum(warnings.values())} {dict(warnings)}")
     print(f"uncovered columns: {len(uncovered_columns)} {uncovered_columns[:30]}")
-    print("CPU time (process_time; the machine is shared, wall time is noisier):")
-    for label, values in (("parse", parse_ms), ("engine", engine_ms)):
+    print("CPU time (process_time) except where marked wall; the machine is shared, wall time is noisier:")
+    for label, values in (("parse", parse_ms), ("engine", engine_ms), ("engine wall", engine_wall_ms)):
         ordered = sorted(values)
         p95 = ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
         print(f"{label} ms: median {statistics.median(ordered):.2f}  p95 {p95:.2f}  max {ordered[-1]:.2f}")
