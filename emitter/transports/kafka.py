@@ -203,6 +203,11 @@ class KafkaSink:
         from kafka import KafkaProducer
 
         self._producer = KafkaProducer(**settings)  # waits for bootstrap: only ever on the sender thread
+        # kafka-python closes its producers at exit; registered after ours, its hook would run
+        # first and close the producer under the emitter's final events. Our exit hook closes it.
+        unregister_exit_hook = getattr(self._producer, "_unregister_cleanup", None)
+        if unregister_exit_hook is not None:
+            unregister_exit_hook()
 
     def send(self, record: Record) -> _FutureDelivery:
         key = record.key.encode("utf-8") if record.key is not None else None

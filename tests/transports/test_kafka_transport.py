@@ -234,3 +234,13 @@ def test_an_event_the_broker_never_accepts_is_dropped_without_blocking_the_other
     assert transport.close(30) is True
     assert transport.spool.is_empty()
     assert "rejects a lineage event" in caplog.text
+
+
+def test_an_application_that_never_closes_still_delivers_everything_at_exit(kafka_bootstrap: str, tmp_path: Path) -> None:
+    topic = unique_topic("exit", bootstrap=kafka_bootstrap)
+    spool_dir = tmp_path / "spool"
+    emitted = run_app("exiting-app", 2, app_env(kafka_bootstrap, topic, spool_dir, tmp_path), "--last-at-exit")
+
+    records = read_topic(kafka_bootstrap, topic, expected=len(emitted))
+    assert identities_of_values([record.value for record in records]) == emitted
+    assert not list(spool_dir.glob("*.rec"))
