@@ -162,17 +162,18 @@ class _FirstArrival:
 def ingest_rate(store_url: str, bootstrap: str, topic: str, expected: int, batch_size: int) -> float:
     store = open_store(store_url)
     source = EventSource(bootstrap, topic, f"bench-{uuid.uuid4().hex[:8]}", max_records=batch_size,
-                         session_timeout_ms=10000, max_poll_interval_ms=10000)
+                         session_timeout_ms=10000, max_poll_interval_ms=30000)
     timed = _FirstArrival(source)
     dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
     ingestor = Ingestor(store, timed, dead_letters, poll_timeout_ms=1000)
-    while ingestor.stats.records < expected:
+    # Until every event is stored: records re-read after a rebalance count against the rate.
+    while ingestor.stats.stored < expected:
         ingestor.run_once()
     elapsed = time.perf_counter() - (timed.first_arrival or time.perf_counter())
     source.close()
     dead_letters.close()
     store.dispose()
-    if ingestor.stats.dead_lettered or ingestor.stats.stored != expected:
+    if ingestor.stats.dead_lettered:
         raise SystemExit(f"ingest went wrong: {ingestor.stats}")
     return expected / elapsed
 

@@ -55,8 +55,14 @@ class IngestStats:
 
 def prepare(value: Any) -> EventRows:
     """Raw bytes/str or an already decoded event -> rows; raises InvalidEvent."""
-    event = decode(value) if isinstance(value, (bytes, str)) else value
-    return materialize(validate(event))
+    if isinstance(value, bytes):
+        try:
+            value = value.decode()
+        except UnicodeDecodeError as error:
+            raise InvalidEvent("", f"not JSON: not UTF-8 ({error})") from None
+    if isinstance(value, str):
+        return materialize(validate(decode(value)), raw_text=value)
+    return materialize(validate(value))
 
 
 def _is_transient(error: DBAPIError) -> bool:
