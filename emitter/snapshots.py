@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import attrs
 
@@ -29,6 +30,7 @@ HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # Spark's own name for a file still being copied in; never committed data.
 COPYING_SUFFIX = "._COPYING_"
 SNAPSHOT_ID_HEX_CHARS = 40
+_SCHEME_AND_AUTHORITY = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?")
 
 
 @attrs.frozen
@@ -66,8 +68,9 @@ def is_hidden_name(name: str) -> bool:
 def path_of(uri_or_path: str) -> str:
     """The filesystem path of a URI (`file:/a/b`, `file:///a/b`, `hdfs://nn/a`) or plain path,
     unescaped, without a trailing slash."""
-    parts = urlsplit(uri_or_path)
-    path = unquote(parts.path) if parts.scheme else uri_or_path
+    path = _SCHEME_AND_AUTHORITY.sub("", uri_or_path, count=1)
+    if "%" in path:
+        path = unquote(path)
     return path.rstrip("/") or "/"
 
 
@@ -87,14 +90,25 @@ def is_data_file(relative_path: str) -> bool:
 def data_files(root: str, listing: Iterable[tuple[str, int] | tuple[str, int, int]]) -> tuple[DataFile, ...]:
     """Data files among `listing` ((path, size[, modified_ms]) with absolute paths or URIs),
     relative to `root`, hidden ones and ones outside root dropped, sorted by path."""
+    root_path = path_of(root)
+    prefix = root_path if root_path.endswith("/") else root_path + "/"
+    visible_dirs: dict[str, bool] = {}
     files: list[DataFile] = []
     for entry in listing:
-        relative = relative_to(root, entry[0])
-        if relative is None or not relative or not is_data_file(relative):
+        path = path_of(entry[0])
+        if not path.startswith(prefix):
             continue
-        modified_ms = int(entry[2]) if len(entry) > 2 else 0
-        files.append(DataFile(relative, int(entry[1]), modified_ms))
-    return tuple(sorted(files, key=lambda data_file: data_file.relative_path))
+        relative = path[len(prefix):]
+        directory, _, name = relative.rpartition("/")
+        if not name or is_hidden_name(name):
+            continue
+        if directory not in visible_dirs:
+            visible_dirs[directory] = is_data_file(directory) if directory else True
+        if not visible_dirs[directory]:
+            continue
+        files.append(DataFile(relative, int(entry[1]), int(entry[2]) if len(entry) > 2 else 0))
+    files.sort(key=lambda data_file: data_file.relative_path)
+    return tuple(files)
 
 
 def content_snapshot_id(files: Iterable[DataFile]) -> str:
@@ -120,14 +134,17 @@ def partition_of(relative_path: str) -> dict[str, str | None]:
 def partitions_written(files: Iterable[DataFile], since_ms: int | None = None) -> tuple[dict[str, str | None], ...]:
     """Distinct partitions of the files modified at or after `since_ms` (all files when None),
     sorted; empty for an unpartitioned dataset."""
-    seen: dict[str, dict[str, str | None]] = {}
-    for data_file in files:
-        if since_ms is not None and data_file.modified_ms < since_ms:
-            continue
-        values = partition_of(data_file.relative_path)
+    directories = {
+        data_file.relative_path.rpartition("/")[0]
+        for data_file in files
+        if since_ms is None or data_file.modified_ms >= since_ms
+    }
+    seen: dict[tuple[tuple[str, str | None], ...], dict[str, str | None]] = {}
+    for directory in directories:
+        values = partition_of(directory + "/")
         if values:
-            seen[json.dumps(values, sort_keys=True)] = values
-    return tuple(seen[key] for key in sorted(seen))
+            seen[tuple(sorted(values.items(), key=lambda item: (item[0], item[1] or "")))] = values
+    return tuple(seen[key] for key in sorted(seen, key=lambda key: [(k, v or "") for k, v in key]))
 
 
 def content_snapshot(
