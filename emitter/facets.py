@@ -131,10 +131,11 @@ def column_lineage_facet(
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
     """The columnLineage facet from engine edges; `locate` names an edge's leaf relation
     (namespace, name) or returns None for relations that are not datasets (LocalRelation)."""
-    fields = {
-        column: column_lineage_dataset.Fields(inputFields=_input_fields(edges, locate))
-        for column, edges in columns.items()
-    }
+    fields = {}
+    for column, edges in columns.items():
+        inputs = _input_fields(edges, locate)
+        if inputs:  # a source-less column (a literal, current_timestamp()) has no lineage to tell
+            fields[column] = column_lineage_dataset.Fields(inputFields=inputs)
     return column_lineage_dataset.ColumnLineageDatasetFacet(
         fields=fields, dataset=_input_fields(dataset, locate), producer=PRODUCER
     )

@@ -12,6 +12,8 @@ from urllib.parse import unquote, urlsplit
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 BUCKET_SCHEMES = S3_SCHEMES | {"gs", "wasbs", "wasb", "abfs", "abfss", "oss", "cos"}
+AZURE_SCHEMES = frozenset({"abfs", "abfss", "wasb", "wasbs"})  # container@account is no credential
+JDBC_SCHEMES = {"postgresql": "postgres"}
 LOCAL_SCHEMES = frozenset({"", "file", "local"})
 _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -19,16 +21,32 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 def dataset_name(uri: str) -> tuple[str, str]:
     """(namespace, name) of a storage location given as a URI or an absolute local path."""
+    if uri.startswith("jdbc:"):
+        return _jdbc_name(uri[len("jdbc:"):])
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     path = unquote(parts.path)
     if scheme in LOCAL_SCHEMES:
         return "file", _strip_trailing_slash(path or "/")
+    host = parts.netloc if scheme in AZURE_SCHEMES else _host_without_credentials(parts.netloc)
     if scheme in BUCKET_SCHEMES:
         namespace_scheme = "s3" if scheme in S3_SCHEMES else scheme
-        return f"{namespace_scheme}://{parts.netloc}", path.lstrip("/") or "/"
-    authority = f"://{parts.netloc}" if parts.netloc else ""
+        return f"{namespace_scheme}://{host}", path.lstrip("/") or "/"
+    authority = f"://{host}" if host else ""
     return f"{scheme}{authority}", _strip_trailing_slash(path or "/")
+
+
+def _jdbc_name(url: str) -> tuple[str, str]:
+    """jdbc:postgresql://host:port/db + /table -> (postgres://host:port, db.table)."""
+    parts = urlsplit(url.split(";", 1)[0])
+    scheme = JDBC_SCHEMES.get(parts.scheme.lower(), parts.scheme.lower())
+    segments = [segment for segment in unquote(parts.path).split("/") if segment]
+    return f"{scheme}://{_host_without_credentials(parts.netloc)}", ".".join(segments)
+
+
+def _host_without_credentials(netloc: str) -> str:
+    """Names never carry credentials (user:password@host)."""
+    return netloc.rsplit("@", 1)[-1]
 
 
 def _strip_trailing_slash(path: str) -> str:

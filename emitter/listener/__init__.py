@@ -50,6 +50,7 @@ class Attachment:
             self._closed = True
         try:
             self.wait_for_listener_bus()
+            self.unregister()
             self.pipeline.complete_application()
         except Exception as error:  # noqa: BLE001
             log.warning("OpenLineage: application run not completed: %s", error)
@@ -57,6 +58,13 @@ class Attachment:
             self.client.close(self.pipeline.config.close_timeout_s)
         except Exception as error:  # noqa: BLE001
             log.warning("OpenLineage: transport not flushed: %s", error)
+
+    def unregister(self) -> None:
+        """No callbacks into a Python process that is going away (py4j would log connection errors)."""
+        try:
+            self.spark._jsparkSession.listenerManager().unregister(self.listener)
+        except Exception as error:  # noqa: BLE001
+            log.debug("listener not unregistered: %s", error)
 
     def wait_for_listener_bus(self) -> None:
         """Let Spark deliver every pending callback (they run on the listener bus thread)."""

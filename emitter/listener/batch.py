@@ -83,13 +83,18 @@ class BatchListener:
         while pending:
             for leaf in jvm.leaves_with_subqueries(pending.pop()):
                 key = jvm.leaf_key(leaf)
-                if key is None or key in leaves or key in cached_plans:
+                if key is None:
                     continue
                 node_class = jvm.simple_class(leaf)
+                # an InMemoryRelation shares expr ids with the plan it caches: separate key spaces
                 if node_class == "InMemoryRelation":
+                    if key in cached_plans:
+                        continue
                     cached_plan = leaf.cacheBuilder().logicalPlan()
                     cached_plans[key] = self.dumper.to_json(cached_plan)
                     pending.append(cached_plan)
+                    continue
+                if key in leaves:
                     continue
                 info = jvm.relation_info(leaf, node_class)
                 if info.paths or info.table is not None:

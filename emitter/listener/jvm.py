@@ -251,11 +251,26 @@ def write_info(root: Any, command: str, query_execution: Any) -> WriteInfo | Non
         return None
     info = extractor(root, command)
     # the optimized plan's command holds fresh metrics; the executed one holds the real counts
-    metrics = _guarded({}, write_metrics, query_execution.executedPlan())
+    metrics = _guarded({}, write_metrics, _physical_root(query_execution.executedPlan()))
     return WriteInfo(
         command=info.command, target=info.target, mode=info.mode, partition_columns=info.partition_columns,
         static_partitions=info.static_partitions, output_columns=info.output_columns, metrics=metrics,
     )
+
+
+def _physical_root(plan: Any) -> Any:
+    """The write node under adaptive execution (AQE wraps whole planned writes when they shuffle)."""
+    for _ in range(5):
+        node_class = simple_class(plan)
+        if node_class == "AdaptiveSparkPlanExec":
+            plan = plan.executedPlan()
+        elif node_class.endswith("QueryStageExec"):
+            plan = plan.plan()
+        elif node_class == "CommandResultExec":
+            plan = plan.commandPhysicalPlan()
+        else:
+            break
+    return plan
 
 
 def write_metrics(node: Any) -> dict[str, int]:
