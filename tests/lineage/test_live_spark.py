@@ -21,7 +21,8 @@ LIVE_CASES = [
     "join_filter", "aggregate_having_sort", "window", "explode", "posexplode_lateral_view", "union",
     "semi_join_in", "anti_join_not_exists", "rollup", "multi_count_distinct", "case_when", "scalar_subquery",
     "structs", "sourceless", "python_udf", "python_udtf_lateral", "cached", "masking", "cte",
-    "python_udtf_table_arg", "script_transform", "intersect_except", "higher_order",
+    "python_udtf_table_arg", "script_transform", "intersect_except", "higher_order", "masking_partial",
+    "conditional_aggregate", "existence_join", "offset", "filter_is_not_null",
 ]
 LIVE_WRITES = ["write_insert_into", "write_partitioned_insert", "write_dataframe_partitioned_path", "write_save_as_table"]
 LIVE_STREAMS = ["stream_watermark_static_join", "stream_aggregate"]
