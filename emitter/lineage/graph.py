@@ -32,7 +32,7 @@ MAX_INLINE_DEPTH = 40
 # Operators whose output attributes are exactly (a subset of) their children's: ids flow through.
 PASS_THROUGH = frozenset({
     "GlobalLimit", "LocalLimit", "Limit", "Offset", "Tail", "Sample", "Repartition",
-    "RepartitionByExpression", "RebalancePartitions", "Distinct", "SubqueryAlias", "View",
+    "RepartitionByExpression", "RebalancePartitions", "SubqueryAlias", "View",
     "ResolvedHint", "CollectMetrics", "EventTimeWatermark", "UpdateEventTimeWatermarkColumn",
     "ReturnAnswer", "WithCTE", "CTERelationDef", "WriteFiles", "Subquery", "OneRowRelation",
     "WithWindowDefinition", "AttachDistributedSequence", "Coalesce", "DeserializeToObject",
@@ -281,6 +281,12 @@ def _deduplicate(node: Node, graph: Graph) -> None:
         graph.add_dataset(key, GROUP_BY)
 
 
+def _distinct(node: Node, graph: Graph) -> None:
+    """DISTINCT (analyzed plans; the optimizer turns it into an Aggregate) groups by every column."""
+    for attribute in node.output:
+        graph.dataset.append((attribute.expr_id, Transformation(INDIRECT, GROUP_BY, attribute.name)))
+
+
 def _union(node: Node, graph: Graph) -> None:
     for child in node.children[1:]:
         for target, source in zip(node.output, child.output):
@@ -432,6 +438,7 @@ HANDLERS: dict[str, Handler] = {
     "Sort": _sort,
     "Union": _union,
     "Deduplicate": _deduplicate,
+    "Distinct": _distinct,
     "DeduplicateWithinWatermark": _deduplicate,
     "Intersect": _set_filter,
     "Except": _set_filter,

@@ -153,3 +153,16 @@ def test_known_nodes_with_garbled_fields_do_not_raise(name: str) -> None:
                 plan = copy.deepcopy(case["plan"])
                 plan[index][key] = garbage
                 column_lineage(parse_plan(plan))
+
+
+def test_analyzed_distinct_groups_by_every_column() -> None:
+    """Cached plans may come analyzed: Distinct is still there, as in `SELECT DISTINCT`."""
+    relation, _ = _age_relation()
+    distinct = {"class": "org.apache.spark.sql.catalyst.plans.logical.Distinct", "num-children": 1, "child": 0}
+
+    result = column_lineage(parse_plan([distinct, relation]))
+
+    columns = sorted(item[0]["name"] for item in relation["output"])
+    assert columns == ["age", "birthday", "company_id", "id", "name"]
+    assert [row[1:4] for row in edge_rows(result.dataset)] == [[name, "INDIRECT", "GROUP_BY"] for name in columns]
+    assert result.warnings == ()
