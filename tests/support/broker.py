@@ -33,6 +33,7 @@ and ``max_poll_interval_ms`` short (a few seconds), or the first join stalls.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -45,6 +46,7 @@ import pytest
 
 BROKER_START_TIMEOUT_SECONDS = 30.0
 BROKER_STOP_TIMEOUT_SECONDS = 10.0
+PR_SET_PDEATHSIG = 1
 
 
 @attrs.define
@@ -99,7 +101,9 @@ def start_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
         "--storage-engine", "memory://tansu/",
     ]
     with log_path.open("wb") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+        )
     broker = RunningBroker(port=port, process=process, log_path=log_path)
     deadline = time.monotonic() + BROKER_START_TIMEOUT_SECONDS
     while not _answers(port):
@@ -108,6 +112,16 @@ def start_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
             raise RuntimeError(f"Tansu broker on port {port} did not start:\n{log_path.read_text(errors='replace')}")
         time.sleep(0.05)
     return broker
+
+
+def _die_with_parent() -> None:
+    """In the broker child: get SIGTERM when the test process dies, even if killed before its finalizers."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):  # not Linux: the fixture's own finalizer still stops it
+        pass
 
 
 def _docker_answers() -> bool:
