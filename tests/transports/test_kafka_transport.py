@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -244,3 +245,25 @@ def test_an_application_that_never_closes_still_delivers_everything_at_exit(kafk
     records = read_topic(kafka_bootstrap, topic, expected=len(emitted))
     assert identities_of_values([record.value for record in records]) == emitted
     assert not list(spool_dir.glob("*.rec"))
+
+
+def test_emit_returns_before_the_broker_has_answered(start_broker, tmp_path: Path) -> None:
+    broker = start_broker()
+    warm_up, paused = application_events("warm-app", 0), application_events("paused-app", 2)
+    transport = make_transport(broker.bootstrap, "paused", tmp_path / "spool")
+    for event in warm_up:
+        transport.emit(event)
+    assert len(read_topic(broker.bootstrap, "paused", expected=len(warm_up))) == len(warm_up)
+
+    os.kill(broker.process.pid, signal.SIGSTOP)  # connected, but nothing will answer now
+    try:
+        for event in paused:
+            transport.emit(event)
+        # a transport that waited for the outcome could only come back with the events spooled
+        assert transport.spool.is_empty()
+    finally:
+        os.kill(broker.process.pid, signal.SIGCONT)
+
+    records = read_topic(broker.bootstrap, "paused", expected=len(warm_up) + len(paused))
+    assert identities_of_values([record.value for record in records]) == expected_identities(warm_up + paused)
+    assert transport.close(30) is True
