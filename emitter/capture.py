@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
 from attrs import field, frozen
 
@@ -84,3 +85,5 @@ class Capture:
     cached_plan_jsons: Mapping[int, str] = field(factory=dict)  # InMemoryRelation key -> cached plan JSON
     write: WriteInfo | None = None
     extraction_ms: float = 0.0  # time spent copying this out of the JVM
+    query_execution_uuid: str | None = None  # QueryExecution.queryId(): ties foreachBatch writes to their stream
+    input_snapshots: Mapping[int, Any] = field(factory=dict)  # leaf_key -> emitter.snapshots.Snapshot

@@ -181,7 +181,7 @@ def build_action_events(capture: Capture, pipeline: Pipeline) -> list[RunEvent]:
     inputs = input_datasets(capture, pipeline.table_namespace)
     outputs = output_datasets(capture, pipeline.table_namespace)
     run_facets: dict[str, Any] = {
-        "parent": pipeline.parent_facet(),
+        "parent": parent_for(capture, pipeline),
         "processing_engine": facets.processing_engine_facet(pipeline.session.spark_version),
     }
     job_facets = {"jobType": facets.job_type_facet("BATCH", "SQL_JOB" if capture.func_name == "command" else "JOB")}
@@ -245,6 +245,29 @@ def output_datasets(capture: Capture, namespace_of_tables: str) -> list[OutputDa
         {"outputStatistics": facets.output_statistics_facet(write.metrics)},
     )
     return [dataset] if dataset is not None else []
+
+
+ParentHook = Callable[[Capture], Any]
+_parent_hooks: list[ParentHook] = []
+
+
+def register_parent_hook(hook: ParentHook) -> None:
+    """Add a provider of the parent facet of an action (e.g. the streaming run of a foreachBatch
+    write); the first hook answering non-None wins, else the application run is the parent."""
+    if hook not in _parent_hooks:
+        _parent_hooks.append(hook)
+
+
+def parent_for(capture: Capture, pipeline: Pipeline) -> Any:
+    for hook in _parent_hooks:
+        try:
+            parent = hook(capture)
+        except Exception as error:  # noqa: BLE001
+            log.warning("parent hook %r failed: %s", hook, error)
+            continue
+        if parent is not None:
+            return parent
+    return pipeline.parent_facet()
 
 
 _dataset_facet_hooks: list[DatasetFacetHook] = []

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from emitter.capture import Capture, RelationInfo
-from emitter.listener import jvm
+from emitter.listener import files, jvm
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class BatchListener:
         plan = query_execution.optimizedPlan()
         root_class = jvm.simple_class(plan)
         write = jvm.write_info(plan, root_class, query_execution)
-        leaves, cached_plans = self._leaves(plan)
+        leaves, cached_plans, input_snapshots = self._leaves(plan)
         if write is None and not leaves:
             return None
         plan_json = self.dumper.to_json(plan)
@@ -73,12 +73,16 @@ class BatchListener:
             cached_plan_jsons=cached_plans,
             write=write,
             extraction_ms=extraction_ms,
+            query_execution_uuid=jvm.guarded(None, lambda: str(query_execution.queryId().toString())),
+            input_snapshots=input_snapshots,
         )
 
-    def _leaves(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str]]:
-        """Every leaf relation keyed by leaf_key, following cached DataFrames into the plan they cache."""
+    def _leaves(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Any]]:
+        """Every leaf relation keyed by leaf_key, following cached DataFrames into the plan they
+        cache; plus the snapshot of each file source, read from the file index Spark already listed."""
         leaves: dict[int, RelationInfo] = {}
         cached_plans: dict[int, str] = {}
+        input_snapshots: dict[int, Any] = {}
         pending = [plan]
         while pending:
             for leaf in jvm.leaves_with_subqueries(pending.pop()):
@@ -99,7 +103,11 @@ class BatchListener:
                 info = jvm.relation_info(leaf, node_class)
                 if info.paths or info.table is not None:
                     leaves[key] = info
-        return leaves, cached_plans
+                if node_class == "LogicalRelation":
+                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway.jvm, leaf)
+                    if snapshot is not None:
+                        input_snapshots[key] = snapshot
+        return leaves, cached_plans, input_snapshots
 
 
 def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:

@@ -110,7 +110,7 @@ def scala_map(value: Any) -> dict[str, str]:
     return {str(pair._1()): str(pair._2()) for pair in iterate(value)}
 
 
-def _guarded(default: Any, call: Any, *args: Any) -> Any:
+def guarded(default: Any, call: Any, *args: Any) -> Any:
     try:
         return call(*args)
     except Exception:  # noqa: BLE001 - the JVM object lacks what we look for
@@ -143,7 +143,7 @@ def relation_info(leaf: Any, node_class: str) -> RelationInfo:
         return _catalog_relation(node_class, leaf.tableMeta(), schema_of(leaf))
     if node_class in {"DataSourceV2Relation", "DataSourceV2ScanRelation", "StreamingDataSourceV2Relation"}:
         return _v2_relation(leaf, node_class)
-    return RelationInfo(node_class=node_class, schema=_guarded((), schema_of, leaf))
+    return RelationInfo(node_class=node_class, schema=guarded((), schema_of, leaf))
 
 
 def _logical_relation(leaf: Any) -> RelationInfo:
@@ -164,10 +164,10 @@ def _logical_relation(leaf: Any) -> RelationInfo:
             table=info.table,
             table_location=info.table_location,
             schema=schema,
-            options=_guarded({}, lambda: scala_map(relation.options())),
+            options=guarded({}, lambda: scala_map(relation.options())),
         )
     if relation_class == "JDBCRelation":
-        options = _guarded({}, lambda: scala_map(relation.jdbcOptions().parameters()))
+        options = guarded({}, lambda: scala_map(relation.jdbcOptions().parameters()))
         url = options.get("url", "")
         table_name = options.get("dbtable") or options.get("query", "")
         return RelationInfo(
@@ -179,39 +179,39 @@ def _logical_relation(leaf: Any) -> RelationInfo:
 
 
 def file_format(fmt: Any) -> str:
-    short_name = _guarded(None, lambda: str(fmt.shortName()))
+    short_name = guarded(None, lambda: str(fmt.shortName()))
     return short_name or str(fmt.toString()).lower()
 
 
 def table_ref(identifier: Any) -> TableRef:
     return TableRef(
         name=str(identifier.table()),
-        database=_guarded(None, lambda: option(identifier.database())),
-        catalog=_guarded(None, lambda: option(identifier.catalog())),
+        database=guarded(None, lambda: option(identifier.database())),
+        catalog=guarded(None, lambda: option(identifier.catalog())),
     )
 
 
 def _catalog_relation(node_class: str, catalog_table: Any, schema: tuple[SchemaField, ...]) -> RelationInfo:
-    location = _guarded(None, lambda: option(catalog_table.storage().locationUri()))
+    location = guarded(None, lambda: option(catalog_table.storage().locationUri()))
     return RelationInfo(
         node_class=node_class,
         table=table_ref(catalog_table.identifier()),
         table_location=str(location) if location is not None else None,
-        format=_guarded(None, lambda: option(catalog_table.provider())),
+        format=guarded(None, lambda: option(catalog_table.provider())),
         schema=schema,
     )
 
 
 def _v2_relation(leaf: Any, node_class: str) -> RelationInfo:
     relation = leaf.relation() if node_class == "DataSourceV2ScanRelation" else leaf
-    identifier = _guarded(None, lambda: option(relation.identifier()))
+    identifier = guarded(None, lambda: option(relation.identifier()))
     table = relation.table()
-    properties = _guarded({}, lambda: dict(table.properties()))
+    properties = guarded({}, lambda: dict(table.properties()))
     location = properties.get("location")
     if identifier is not None:
         namespace = list(identifier.namespace())
         ref = TableRef(name=str(identifier.name()), database=".".join(namespace) or None,
-                       catalog=_guarded(None, lambda: str(option(relation.catalog()).name())))
+                       catalog=guarded(None, lambda: str(option(relation.catalog()).name())))
     else:
         ref = TableRef(name=str(table.name()))
     return RelationInfo(node_class=node_class, table=ref, table_location=location,
@@ -251,7 +251,7 @@ def write_info(root: Any, command: str, query_execution: Any) -> WriteInfo | Non
         return None
     info = extractor(root, command)
     # the optimized plan's command holds fresh metrics; the executed one holds the real counts
-    metrics = _guarded({}, write_metrics, _physical_root(query_execution.executedPlan()))
+    metrics = guarded({}, write_metrics, _physical_root(query_execution.executedPlan()))
     return WriteInfo(
         command=info.command, target=info.target, mode=info.mode, partition_columns=info.partition_columns,
         static_partitions=info.static_partitions, output_columns=info.output_columns, metrics=metrics,
@@ -301,14 +301,14 @@ def _insert_into_hadoop_fs(root: Any, command: str) -> WriteInfo:
         table=table_ref(catalog_table.identifier()) if catalog_table is not None else None,
         table_location=output_path if catalog_table is not None else None,
         schema=_output_schema(root.query(), output_columns),
-        options=_guarded({}, lambda: scala_map(root.options())),
+        options=guarded({}, lambda: scala_map(root.options())),
     )
     return WriteInfo(
         command=command,
         target=target,
         mode=str(root.mode()),
         partition_columns=tuple(str(a.name()) for a in iterate(root.partitionColumns())),
-        static_partitions=_guarded({}, lambda: scala_map(root.staticPartitions())),
+        static_partitions=guarded({}, lambda: scala_map(root.staticPartitions())),
         output_columns=output_columns,
     )
 
@@ -316,9 +316,9 @@ def _insert_into_hadoop_fs(root: Any, command: str) -> WriteInfo:
 def _catalog_table_write(table_getter: str) -> Any:
     def extract(root: Any, command: str) -> WriteInfo:
         catalog_table = getattr(root, table_getter)()
-        output_columns = tuple(_guarded([], lambda: [str(n) for n in iterate(root.outputColumnNames())]))
+        output_columns = tuple(guarded([], lambda: [str(n) for n in iterate(root.outputColumnNames())]))
         target = _catalog_relation(command, catalog_table, _output_schema(root.query(), output_columns))
-        return WriteInfo(command=command, target=target, mode=_guarded(None, lambda: str(root.mode())),
+        return WriteInfo(command=command, target=target, mode=guarded(None, lambda: str(root.mode())),
                          partition_columns=tuple(str(c) for c in iterate(catalog_table.partitionColumnNames())),
                          output_columns=output_columns)
     return extract

@@ -1,0 +1,94 @@
+"""`emitter.attach` on the shared real SparkSession: the listener, the plan dump helper, and the
+events of in-process writes (faster than a child process per case)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import emitter
+from emitter import listener as listener_module
+from emitter.listener import jvm
+from tests.support.spark import read_events, wait_for_listeners
+from tests.support.spec import assert_valid_event
+
+pytestmark = pytest.mark.spark
+
+
+def test_janino_helper_dumps_the_same_json_as_to_json(spark):
+    plan = spark.range(3).selectExpr("id", "id * 2 AS twice")._jdf.queryExecution().optimizedPlan()
+    dumper = jvm.PlanDumper(spark.sparkContext._gateway)
+    assert dumper.method is not None, "Janino compiled the helper"
+    assert dumper.to_json(plan) == plan.toJSON()
+
+
+def test_conf_switch_disables_attach(spark):
+    spark.conf.set("spark.openlineage.disabled", "true")
+    try:
+        assert emitter.attach(spark) is None
+    finally:
+        spark.conf.unset("spark.openlineage.disabled")
+    assert listener_module._session_key(spark) not in listener_module._attachments
+
+
+def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tmp_path: Path, shared_dir):
+    events_path = tmp_path / "events.jsonl"
+    config = {"namespace": "inproc", "transport": {"type": "file", "log_file_path": str(events_path), "append": True}}
+    attachment = emitter.attach(spark, config)
+    try:
+        assert attachment is not None
+        assert emitter.attach(spark, config) is attachment, "attaching twice registers once"
+        assert spark.conf.get("spark.sql.debug.maxToStringFields") == listener_module.MAX_TO_STRING_FIELDS
+        source = tmp_path / "source"
+        spark.range(4).selectExpr("id", "cast(id AS string) AS label").write.parquet(str(source))
+        spark.read.parquet(str(source)).selectExpr("id", "upper(label) AS label").write.mode("overwrite").saveAsTable(
+            "attach_upper"
+        )
+        spark.read.parquet(str(source)).count()
+        wait_for_listeners(spark)
+    finally:
+        listener_module.close_session(spark)
+    events = read_events(events_path)
+    for event in events:
+        assert_valid_event(event)
+    assert [e["eventType"] for e in events if e["job"]["name"] == "tests"] == ["START", "COMPLETE"]
+    actions = [e for e in events if e["job"]["name"] != "tests"]
+    assert {e["job"]["namespace"] for e in events} == {"inproc"}
+    assert [(e["job"]["name"], e["eventType"]) for e in actions] == [
+        (f"tests.insert_into_hadoop_fs_relation_command.{str(tmp_path / 'source').strip('/').replace('/', '_').replace('-', '_').lower()}", "START"),
+        (actions[0]["job"]["name"], "COMPLETE"),
+        ("tests.create_data_source_table_as_select_command.default_attach_upper", "START"),
+        ("tests.create_data_source_table_as_select_command.default_attach_upper", "COMPLETE"),
+    ]
+    table_write = actions[-1]
+    assert table_write["inputs"][0]["name"] == str(source)
+    lineage = table_write["outputs"][0]["facets"]["columnLineage"]["fields"]
+    assert [(f["field"], f["transformations"][0]["subtype"]) for f in lineage["label"]["inputFields"]] == [
+        ("label", "TRANSFORMATION")
+    ]
+    assert table_write["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 4
+
+
+def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
+    """A broken handler never reaches the job: the write succeeds and nothing is raised."""
+    failures: list[str] = []
+
+    def broken_handle(capture):
+        failures.append(capture.root_class)
+        raise RuntimeError("pipeline bug")
+
+    from emitter.listener.batch import BatchListener
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    listener = BatchListener(spark.sparkContext._gateway, broken_handle)
+    spark._jsparkSession.listenerManager().register(listener)
+    try:
+        spark.range(2).write.parquet(str(tmp_path / "out"))
+        wait_for_listeners(spark)
+    finally:
+        spark._jsparkSession.listenerManager().unregister(listener)
+    assert failures == ["InsertIntoHadoopFsRelationCommand"]
+    assert len(listener.extraction_ms) == 1
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 2
