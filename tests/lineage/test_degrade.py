@@ -166,3 +166,27 @@ def test_analyzed_distinct_groups_by_every_column() -> None:
     assert columns == ["age", "birthday", "company_id", "id", "name"]
     assert [row[1:4] for row in edge_rows(result.dataset)] == [[name, "INDIRECT", "GROUP_BY"] for name in columns]
     assert result.warnings == ()
+
+
+def test_cte_kept_as_with_cte_resolves_references_to_their_definition() -> None:
+    """Spark keeps WithCTE/CTERelationRef in some commands (TPC-DS q02 under INSERT)."""
+    logical = "org.apache.spark.sql.catalyst.plans.logical."
+    definition_plan = load_case("project_alias")["plan"]  # customer_name, age, id
+    reference_output = [_renumbered(item, 800_000 + index) for index, item in
+                        enumerate([[_attribute(name, 0)] for name in ("customer_name", "age", "id")])]
+    plan = [
+        {"class": logical + "WithCTE", "num-children": 2, "plan": 1, "cteDefs": [0]},
+        {"class": logical + "CTERelationDef", "num-children": 1, "child": 0, "id": 7},
+        *definition_plan,
+        {"class": logical + "Project", "num-children": 1, "child": 0,
+         "projectList": [reference_output[0]]},
+        {"class": logical + "CTERelationRef", "num-children": 0, "cteId": 7, "output": reference_output},
+    ]
+
+    result = column_lineage(parse_plan(plan))
+
+    assert list(result.columns) == ["customer_name"]
+    assert edge_rows(result.columns["customer_name"]) == [
+        ["default.customers", "name", "DIRECT", "IDENTITY", "name AS customer_name", False]
+    ]
+    assert result.warnings == ()
