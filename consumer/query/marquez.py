@@ -467,25 +467,16 @@ def lineage_events(store: Any, before: str | None, after: str | None, direction:
 def search(store: Any, text: str, kind: str | None, sort: str, limit: int, namespace: str | None) -> dict:
     check_page(limit, 0)
     pattern = like_contains(text)
-    parts = []
-    if kind in (None, "DATASET"):
-        d = s.datasets
-        parts.append(
-            select(literal("DATASET").label("type"), d.c.name, d.c.updated_at, s.namespaces.c.name.label("namespace"))
-            .join(s.namespaces, s.namespaces.c.id == d.c.namespace_id)
-            .where(func.lower(d.c.name).like(pattern), d.c.is_deleted.is_(False),
-                   *([s.namespaces.c.name == namespace] if namespace else []))
-        )
-    if kind in (None, "JOB"):
-        j = s.jobs
-        parts.append(
-            select(literal("JOB").label("type"), j.c.name, j.c.updated_at, s.namespaces.c.name.label("namespace"))
-            .join(s.namespaces, s.namespaces.c.id == j.c.namespace_id)
-            .where(func.lower(j.c.name).like(pattern), *([s.namespaces.c.name == namespace] if namespace else []))
-        )
-    found = union_all(*parts).subquery()
-    order = [found.c.updated_at.desc(), found.c.name] if sort in ("updated_at", "update_at") else [found.c.name, found.c.type]
     with reading(store) as conn:
+        # SQLite's LIKE ignores ASCII case already; lower() there would cost a call per row
+        matches = (lambda column: column.ilike(pattern)) if conn.dialect.name == "postgresql" else (lambda column: column.like(pattern))
+        parts = [
+            _search_part(kind_name, table, matches, namespace)
+            for kind_name, table in (("DATASET", s.datasets), ("JOB", s.jobs))
+            if kind in (None, kind_name)
+        ]
+        found = union_all(*parts).subquery()
+        order = [found.c.updated_at.desc(), found.c.name] if sort in ("updated_at", "update_at") else [found.c.name, found.c.type]
         # one scan: the total rides along on every row as a window count
         rows = conn.execute(select(found, func.count().over().label("total")).order_by(*order).limit(limit)).all()
         total = rows[0].total if rows else conn.execute(select(func.count()).select_from(found)).scalar_one()
@@ -500,6 +491,22 @@ def search(store: Any, text: str, kind: str | None, sort: str, limit: int, names
         for r in rows
     ]
     return {"totalCount": total, "results": results}
+
+
+def _search_part(kind: str, table: Any, matches: Any, namespace: str | None) -> Any:
+    # names are matched first on their own (a covering scan of the (namespace_id, name) index), then only
+    # the matches are joined for the columns shown
+    matched_ids = select(table.c.id).where(matches(table.c.name))
+    conditions = [table.c.id.in_(matched_ids)]
+    if namespace:
+        conditions.append(s.namespaces.c.name == namespace)
+    if table is s.datasets:
+        conditions.append(table.c.is_deleted.is_(False))
+    return (
+        select(literal(kind).label("type"), table.c.name, table.c.updated_at, s.namespaces.c.name.label("namespace"))
+        .join(s.namespaces, s.namespaces.c.id == table.c.namespace_id)
+        .where(*conditions)
+    )
 
 
 # ---------------------------------------------------------------- stats
