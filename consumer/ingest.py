@@ -37,6 +37,7 @@ class RecordLike(Protocol):
 class Source(Protocol):
     def poll(self, timeout_ms: int) -> Sequence[RecordLike]: ...
     def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool: ...
+    def rewind(self, first_offsets: dict[tuple[str, int], int]) -> None: ...
 
 
 class DeadLetterSink(Protocol):
@@ -104,13 +105,14 @@ class Ingestor:
 
     def __init__(self, store: Store, source: Source, dead_letters: DeadLetterSink, *,
                  poll_timeout_ms: int = 1000, retire_after: timedelta | None = None,
-                 sweep_every_seconds: float = 60.0) -> None:
+                 sweep_every_seconds: float = 60.0, retry_backoff_seconds: float = 5.0) -> None:
         self.store = store
         self.source = source
         self.dead_letters = dead_letters
         self.poll_timeout_ms = poll_timeout_ms
         self.retire_after = retire_after
         self.sweep_every_seconds = sweep_every_seconds
+        self.retry_backoff_seconds = retry_backoff_seconds
         self.stats = IngestStats()
         self._last_sweep = 0.0
 
@@ -127,17 +129,26 @@ class Ingestor:
         self._maybe_sweep()
         return len(records)
 
-    def handle(self, records: Sequence[RecordLike]) -> None:
+    def handle(self, records: Sequence[RecordLike]) -> bool:
+        """Store a polled batch, dead-letter what cannot be stored, then commit. On a database
+        outage nothing is committed, the source is rewound to the batch and False returned."""
         good: list[tuple[RecordLike, EventRows]] = []
+        rejected: list[tuple[RecordLike, str]] = []
         for record in records:
             try:
                 good.append((record, prepare(record.value if record.value is not None else b"")))
             except InvalidEvent as error:
-                self._dead_letter(record, f"invalid event: {error}")
+                rejected.append((record, f"invalid event: {error}"))
             except Exception as error:  # materialization bug: keep the event, keep going
-                self._dead_letter(record, f"cannot materialize: {type(error).__name__}: {error}")
-        stored, failed = write_isolating(self.store, good)
-        for record, reason in failed:
+                rejected.append((record, f"cannot materialize: {type(error).__name__}: {error}"))
+        try:
+            stored, failed = write_isolating(self.store, good)
+        except DBAPIError as error:
+            log.error("store unavailable, will retry the batch: %s", str(error.orig or error).splitlines()[0])
+            self.source.rewind(_first_offsets(records))
+            time.sleep(self.retry_backoff_seconds)
+            return False
+        for record, reason in sorted(rejected + failed, key=lambda item: (item[0].partition, item[0].offset)):
             self._dead_letter(record, reason)
         self.dead_letters.flush()
         self.source.commit(_next_offsets(records))
@@ -145,6 +156,7 @@ class Ingestor:
         self.stats.stored += stored
         self.stats.duplicates += len(good) - len(failed) - stored
         self.stats.batches += 1
+        return True
 
     def _dead_letter(self, record: RecordLike, reason: str) -> None:
         log.warning("dead-lettering %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason)
@@ -163,6 +175,14 @@ class Ingestor:
         retired = self.store.retire_stale_jobs(self.retire_after)
         if retired:
             log.info("retired the table lineage of %d jobs: %s", len(retired), ", ".join(sorted(retired)[:10]))
+
+
+def _first_offsets(records: Iterable[RecordLike]) -> dict[tuple[str, int], int]:
+    offsets: dict[tuple[str, int], int] = {}
+    for record in records:
+        key = (record.topic, record.partition)
+        offsets[key] = min(offsets.get(key, record.offset), record.offset)
+    return offsets
 
 
 def _next_offsets(records: Iterable[RecordLike]) -> dict[tuple[str, int], int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from consumer.events import InvalidEvent, decode
@@ -43,7 +43,7 @@ async def ingest_lineage(request: Request) -> Response:
         stored = await run_in_threadpool(store.write, prepared)
     except DBAPIError as error:
         cause = str(error.orig or error).splitlines()[0]
-        if error.connection_invalidated or "connect" in cause.lower():
+        if isinstance(error, (OperationalError, InterfaceError)) or error.connection_invalidated:
             return JSONResponse(status_code=503, content={"code": 503, "message": f"store unavailable: {cause}"})
         return _bad_request(f"store rejected the events: {cause}")
     if isinstance(decoded, list):

@@ -78,6 +78,14 @@ class EventSource:
             return False
         return True
 
+    def rewind(self, first_offsets: Mapping[tuple[str, int], int]) -> None:
+        """Read these partitions again from these offsets (a batch that could not be stored)."""
+        assigned = self._consumer.assignment()
+        for (topic, partition), offset in first_offsets.items():
+            topic_partition = TopicPartition(topic, partition)
+            if topic_partition in assigned:
+                self._consumer.seek(topic_partition, offset)
+
     def close(self) -> None:
         self._consumer.close(autocommit=False)
 

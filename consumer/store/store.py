@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Callable, Iterator, Sequence
 
-from sqlalchemy import Engine, create_engine, delete, event, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
@@ -75,7 +75,7 @@ class Store:
 
     def raw_event_count(self) -> int:
         with self.engine.connect() as connection:
-            return len(connection.execute(select(lineage_events.c.id)).all())
+            return connection.execute(select(func.count()).select_from(lineage_events)).scalar_one()
 
     def raw_payloads(self, chunk_size: int = 1000) -> Iterator[list[str]]:
         """Raw events in event-time order (ties by arrival), in chunks."""

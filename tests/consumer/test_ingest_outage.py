@@ -1,0 +1,95 @@
+"""A database outage mid-stream: nothing is committed or dead-lettered, the batch is read
+again and stored once the database is back. Real PostgreSQL (connections really refused);
+the event source is an in-memory implementation of the Source port."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import attrs
+import pytest
+from sqlalchemy import create_engine, text
+
+from consumer.ingest import Ingestor
+from consumer.store import open_store
+from tests.consumer.factory import batch_write, table
+from tests.support.databases import POSTGRES_ADMIN_URL
+
+
+@attrs.define
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+@attrs.define
+class ListSource:
+    records: list[Record]
+    position: int = 0
+    committed: int = 0
+
+    def poll(self, timeout_ms: int) -> list[Record]:
+        batch = self.records[self.position:self.position + 2]
+        self.position += len(batch)
+        return batch
+
+    def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool:
+        self.committed = next_offsets[("events", 0)]
+        return True
+
+    def rewind(self, first_offsets: dict[tuple[str, int], int]) -> None:
+        self.position = first_offsets[("events", 0)]
+
+
+@attrs.define
+class ListDeadLetters:
+    sent: list[tuple[bytes | None, list]] = attrs.Factory(list)
+
+    def send(self, value, headers, key=None) -> None:  # type: ignore[no-untyped-def]
+        self.sent.append((value, headers))
+
+    def flush(self, timeout_seconds: float = 30.0) -> None:
+        pass
+
+
+@pytest.fixture
+def outage_database(postgres_database_url):  # noqa: ARG001 - skips when PostgreSQL is unreachable
+    admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    name = f"lineage_outage_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    yield admin, name
+    with admin.connect() as connection:
+        connection.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true'))
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+def _set_reachable(admin, name: str, reachable: bool) -> None:  # type: ignore[no-untyped-def]
+    with admin.connect() as connection:
+        connection.execute(text(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS {str(reachable).lower()}'))
+        if not reachable:
+            connection.execute(text(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'"))
+
+
+def test_a_batch_is_retried_after_a_database_outage_not_lost(outage_database):
+    admin, name = outage_database
+    store = open_store(admin.url.set(database=name).render_as_string(hide_password=False))
+    events = [e for i in range(2) for e in batch_write(f"job{i}", [table("raw", "a", ["x"])], table("mart", f"t{i}", ["x"]))]
+    source = ListSource([Record("events", 0, offset, json.dumps(e).encode()) for offset, e in enumerate(events)])
+    dead_letters = ListDeadLetters()
+    ingestor = Ingestor(store, source, dead_letters, retry_backoff_seconds=0)
+
+    ingestor.run_once()
+    _set_reachable(admin, name, False)
+    ingestor.run_once()
+    during_outage = (source.committed, source.position, ingestor.stats.stored)
+    _set_reachable(admin, name, True)
+    ingestor.run_once()
+    store.dispose()
+
+    assert during_outage == (2, 2, 2)
+    assert (source.committed, ingestor.stats.stored, dead_letters.sent) == (4, 4, [])
