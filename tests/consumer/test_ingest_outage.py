@@ -93,3 +93,17 @@ def test_a_batch_is_retried_after_a_database_outage_not_lost(outage_database):
 
     assert during_outage == (2, 2, 2)
     assert (source.committed, ingestor.stats.stored, dead_letters.sent) == (4, 4, [])
+
+
+def test_the_ingest_loop_sweeps_stale_finished_jobs(sqlite_store):
+    from datetime import timedelta
+
+    events = batch_write("old_job", [table("raw", "a", ["x"])], table("mart", "t", ["x"]))  # finished long ago
+    source = ListSource([Record("events", 0, offset, json.dumps(e).encode()) for offset, e in enumerate(events)])
+    ingestor = Ingestor(sqlite_store, source, ListDeadLetters(), retire_after=timedelta(days=1), sweep_every_seconds=0)
+
+    ingestor.run_once()
+
+    with sqlite_store.engine.connect() as connection:
+        assert connection.execute(text("SELECT count(*) FROM job_io")).scalar_one() == 0
+        assert connection.execute(text("SELECT lineage_retired_at IS NOT NULL FROM jobs")).scalar_one() == 1
