@@ -295,11 +295,27 @@ batch_snapshot_hook = BatchSnapshotHook()
 
 def leaf_input_snapshot(jvm: Any, leaf: Any) -> Snapshot | None:
     """For the batch listener: the content snapshot of a `LogicalRelation` leaf over files,
-    from the file index Spark already listed for the read (None for other leaves)."""
+    from the file index Spark already listed for the read (None for other leaves). A catalog
+    table read with pruned metastore partitions has an index of those partitions only: then the
+    table location is listed, so the id is the table's, as its writer reported it."""
     relation = leaf.relation()
     if relation.getClass().getSimpleName() != "HadoopFsRelation":
         return None
-    return input_snapshot(jvm, relation.location())
+    index = relation.location()
+    table_location = _catalog_location(leaf)
+    roots = [str(root) for root in _scala_seq(index.rootPaths())]
+    if table_location is not None and [path_of(root) for root in roots] != [path_of(table_location)]:
+        return relation_snapshot(jvm, relation.sparkSession().sessionState().newHadoopConf(),
+                                 RelationInfo(node_class="LogicalRelation", table_location=table_location), None, False)
+    return input_snapshot(jvm, index)
+
+
+def _catalog_location(leaf: Any) -> str | None:
+    catalog_table = leaf.catalogTable()
+    if catalog_table.isEmpty():
+        return None
+    location = catalog_table.get().storage().locationUri()
+    return None if location.isEmpty() else str(location.get())
 
 
 def _known_input_snapshot(relation: RelationInfo, capture: Capture) -> Snapshot | None:

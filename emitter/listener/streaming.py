@@ -157,7 +157,8 @@ public class SparkLineageMicroBatchTags extends SparkListener {
 # Spark's micro-batch job description: "{name}\nid = {queryId}\nrunId = {runId}\nbatch = {batchId}"
 _BATCH_DESCRIPTION = re.compile(r"id = (?P<query>[0-9a-f-]{36})\s+runId = (?P<run>[0-9a-f-]{36})\s+batch = (?P<batch>\d+)")
 
-_taggers: dict[int, Any] = {}
+_tagger_classes: dict[int, Any] = {}  # per JVM: one compiled class (py4j caches methods by class name)
+_taggers: dict[int, Any] = {}  # per SparkContext; only the live one is kept
 _tagger_lock = threading.Lock()
 
 
@@ -166,17 +167,25 @@ def install_batch_tagger(spark: Any) -> Any:
     inside which micro-batch. It reads `SparkListenerSQLExecutionStart`: posted when an action
     starts, so it is always seen before the QueryExecutionListener hears of the action's end."""
     spark_context = spark.sparkContext._jsc.sc()
-    key = int(spark.sparkContext._jvm.System.identityHashCode(spark_context))
+    jvm_view = spark.sparkContext._jvm
+    key = int(jvm_view.System.identityHashCode(spark_context))
     with _tagger_lock:
         if key not in _taggers:
-            jvm_view = spark.sparkContext._jvm
-            compiler = jvm_view.org.codehaus.janino.SimpleCompiler()
-            compiler.setParentClassLoader(jvm_view.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
-            compiler.cook(_TAGGER_SOURCE)
-            tagger = compiler.getClassLoader().loadClass(_TAGGER_CLASS).newInstance()
+            tagger = _tagger_class(jvm_view).newInstance()
             spark_context.addSparkListener(tagger)
+            _taggers.clear()  # one SparkContext per JVM: the others are stopped
             _taggers[key] = tagger
         return _taggers[key]
+
+
+def _tagger_class(jvm_view: Any) -> Any:
+    gateway_key = id(jvm_view)
+    if gateway_key not in _tagger_classes:
+        compiler = jvm_view.org.codehaus.janino.SimpleCompiler()
+        compiler.setParentClassLoader(jvm_view.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+        compiler.cook(_TAGGER_SOURCE)
+        _tagger_classes[gateway_key] = compiler.getClassLoader().loadClass(_TAGGER_CLASS)
+    return _tagger_classes[gateway_key]
 
 
 @attrs.frozen
@@ -288,7 +297,11 @@ class LineageStreamingListener(StreamingQueryListener):
         query_id, run_id = str(event.id), str(event.runId)
         query = self.spark.streams.get(query_id)
         inner = query._jsq.streamingQuery() if query is not None else None
-        run = self._describe(inner, query_id, run_id, event.name)
+        try:
+            run = self._describe(inner, query_id, run_id, event.name)
+        except Exception as error:  # noqa: BLE001 - still one run, without datasets
+            log.warning("OpenLineage: streaming query %s not described: %s", query_id, error)
+            run = self._describe(None, query_id, run_id, event.name)
         runs.put(run)
         if inner is not None:
             self._queries[query_id] = inner

@@ -102,3 +102,17 @@ def test_spark_file_index_and_a_listing_after_the_write_agree(attached: tuple[An
     assert written is not None and read is not None
     assert read.snapshot_id == written.snapshot_id
     assert written.partitions == tuple({"dt": str(n)} for n in range(4))
+
+
+def test_a_pruned_read_of_a_partitioned_catalog_table_reports_the_whole_table(attached: tuple[Any, Path]) -> None:
+    spark, _ = attached
+    spark.range(40).selectExpr("id", "CAST(id % 4 AS STRING) AS dt").write.partitionBy("dt").saveAsTable("snapshot_pruned")
+    try:
+        location = spark.sql("DESCRIBE TABLE EXTENDED snapshot_pruned").where("col_name = 'Location'").first()["data_type"]
+        written = files.output_snapshot(spark._jvm, spark._jsc.hadoopConfiguration(), location, None)
+        for query in ("SELECT * FROM snapshot_pruned", "SELECT * FROM snapshot_pruned WHERE dt = '1'"):
+            leaf = spark.sql(query)._jdf.queryExecution().optimizedPlan().collectLeaves().head()
+            read = files.leaf_input_snapshot(spark._jvm, leaf)
+            assert read is not None and written is not None and read.snapshot_id == written.snapshot_id, query
+    finally:
+        spark.sql("DROP TABLE IF EXISTS snapshot_pruned")
