@@ -118,3 +118,28 @@ def test_reading_the_topic_again_changes_nothing_and_offsets_are_committed(store
     assert replayed.stats.records == len(events) and replayed.stats.stored == 0
     assert dump(store) == first
     assert same_group.stats.records == 1 and same_group.stats.duplicates == 1
+
+
+def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_bootstrap):
+    topic = unique_topic("shared", kafka_bootstrap, partitions=2)
+    events = [e for i in range(10) for e in batch_write(f"job{i}", [table("raw", "a", ["x"])], table("mart", f"t{i}", ["x"]))]
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    for index, event in enumerate(events):
+        producer.send(topic, partition=index % 2, value=json.dumps(event).encode())
+    producer.flush()
+    producer.close()
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    members = [Ingestor(sqlite_store, EventSource(kafka_bootstrap, topic, group, **GROUP_TIMEOUTS),
+                        DeadLetters(kafka_bootstrap, f"{topic}.dlq"), poll_timeout_ms=300) for _ in range(2)]
+    deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+    try:
+        while sum(m.stats.stored for m in members) < len(events) and time.monotonic() < deadline:
+            for member in members:
+                member.run_once()
+    finally:
+        for member in members:
+            member.source.close()
+            member.dead_letters.close()
+
+    assert sum(m.stats.stored for m in members) == len(events)
+    assert all(m.stats.records > 0 for m in members)
