@@ -161,9 +161,7 @@ def snapshot_lineage(store: Any, table: str, snapshot: str, direction: str, dept
     check_depth(depth)
     upstream = _direction(direction)
     with reading(store) as conn:
-        dataset = resolve_dataset(conn, table)
-        if not graph.snapshot_exists(conn, dataset, snapshot):
-            raise NotFound(f"snapshot {snapshot!r} of table {table!r} not found")
+        dataset = _snapshot_owner(conn, table, snapshot)
         steps = graph.snapshot_steps(conn, dataset, snapshot, depth, upstream)
         datasets = graph.names(conn, s.datasets, [dataset] + [x.input_dataset for x in steps] + [x.output_dataset for x in steps])
         jobs = graph.names(conn, s.jobs, [x.job_id for x in steps])
@@ -175,6 +173,14 @@ def snapshot_lineage(store: Any, table: str, snapshot: str, direction: str, dept
         "depth": depth,
         "steps": [_step(x, datasets, jobs, runs) for x in steps],
     }
+
+
+def _snapshot_owner(conn: Connection, table: str, snapshot: str) -> int:
+    """The table's row id, once its snapshot is known to the data-lineage store."""
+    dataset = resolve_dataset(conn, table)
+    if not graph.snapshot_exists(conn, dataset, snapshot):
+        raise NotFound(f"snapshot {snapshot!r} of table {table!r} not found")
+    return dataset
 
 
 def _step(x: graph.SnapshotStep, datasets: dict, jobs: dict, runs: dict) -> dict:
@@ -202,9 +208,7 @@ def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> d
     the first batch that consumed bad data (where to restart from)."""
     check_depth(depth)
     with reading(store) as conn:
-        dataset = resolve_dataset(conn, table)
-        if not graph.snapshot_exists(conn, dataset, snapshot):
-            raise NotFound(f"snapshot {snapshot!r} of table {table!r} not found")
+        dataset = _snapshot_owner(conn, table, snapshot)
         steps = graph.snapshot_steps(conn, dataset, snapshot, depth, upstream=False)
         affected: dict[int, dict[str, Any]] = defaultdict(dict)
         for x in steps:
