@@ -1,12 +1,11 @@
 """Pure figures of a benchmark run: column-lineage coverage from emitted events, timing statistics.
 
 Coverage rule (what "column lineage for every output column" means here): the output columns
-are the fields of the output dataset's `schema` facet; a column is covered when the output's
-`columnLineage` facet lists input fields for it. The engine has no separate "source-less"
-marker: a literal column (`'store' AS channel`) and a column whose inputs were lost both come
-out as an entry with empty `inputFields`. So two counts are kept: `complete_strict` (every
-column has inputs) and `complete` (an empty entry counts as the engine calling the column
-source-less), and the empty columns are listed by name for a human to judge.
+are the fields of the output dataset's `schema` facet; a column has lineage when the output's
+`columnLineage` facet lists input fields for it. The events alone cannot tell a source-less
+column (`'store' AS channel`, `count(*)`) from one whose inputs were lost: the facet omits both
+(or, in older emitter versions, gave both an empty `inputFields`). The report therefore asks the
+engine itself about the columns without inputs (see `engine_check`).
 """
 
 from __future__ import annotations
@@ -27,21 +26,15 @@ class Coverage:
     statement: str
     output_columns: tuple[str, ...]
     with_inputs: tuple[str, ...]  # facet entry with at least one input field
-    source_less: tuple[str, ...]  # facet entry with an empty inputFields list
     event_type: str
 
     @property
-    def missing(self) -> tuple[str, ...]:
-        known = set(self.with_inputs) | set(self.source_less)
-        return tuple(column for column in self.output_columns if column not in known)
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.output_columns) and not self.missing
+    def without_inputs(self) -> tuple[str, ...]:
+        return tuple(column for column in self.output_columns if column not in self.with_inputs)
 
     @property
     def complete_strict(self) -> bool:
-        return self.complete and not self.source_less
+        return bool(self.output_columns) and not self.without_inputs
 
 
 @attrs.frozen
@@ -91,12 +84,10 @@ def _coverage(statement: str, output: Mapping[str, Any], event_type: str) -> Cov
     schema_fields = facets.get("schema", {}).get("fields", [])
     lineage_fields = facets.get("columnLineage", {}).get("fields", {})
     with_inputs = tuple(name for name, entry in lineage_fields.items() if entry.get("inputFields"))
-    source_less = tuple(name for name, entry in lineage_fields.items() if not entry.get("inputFields"))
     return Coverage(
         statement=statement,
         output_columns=tuple(field["name"] for field in schema_fields),
         with_inputs=with_inputs,
-        source_less=source_less,
         event_type=event_type,
     )
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from benchmarks.tpcds.analysis import Coverage, Distribution, distribution
+from benchmarks.tpcds.engine_check import EngineVerdict
 
 if TYPE_CHECKING:
     from benchmarks.tpcds.runner import StatementTiming
@@ -20,10 +21,11 @@ WALL_RATIO_TARGET = 1.02
 class Summary:
     statements: int
     failed: dict[str, dict[str, str]]  # statement → variant → error
-    covered_strict: list[str]  # statements whose every output column has input fields
-    covered: list[str]  # same, counting a column with empty inputFields as source-less
-    source_less: dict[str, list[str]]  # statement → output columns with empty inputFields
-    not_covered: dict[str, list[str]]  # statement → output columns without lineage
+    covered_strict: list[str]  # statements whose every output column has input fields in the facet
+    covered: list[str]  # same, also counting columns the engine marks source-less
+    source_less: dict[str, list[str]]  # statement → columns without inputs the engine marks source-less
+    not_covered: dict[str, list[str]]  # statement → columns without inputs, not marked source-less
+    engine_warnings: dict[str, list[str]]  # statement → the engine's warnings for its plan
     without_event: list[str]  # statements that ran but whose output never appeared in an event
     action_ms: Distribution  # capture + pipeline, per captured callback
     capture_ms: Distribution  # JVM copy-out (plan JSON, leaves, write target) per callback
@@ -48,7 +50,9 @@ class Summary:
         return self.wall_ratio <= WALL_RATIO_TARGET
 
 
-def summarize(timings: Sequence[StatementTiming], coverage: Mapping[str, Coverage]) -> Summary:
+def summarize(
+    timings: Sequence[StatementTiming], coverage: Mapping[str, Coverage], verdicts: Mapping[str, EngineVerdict]
+) -> Summary:
     ran = [timing for timing in timings if not timing.errors]
     action_ms = [c + p for timing in ran for c, p in zip(timing.capture_ms, timing.pipeline_ms)]
     plain = sum(timing.seconds["plain"] for timing in ran)
@@ -60,13 +64,19 @@ def summarize(timings: Sequence[StatementTiming], coverage: Mapping[str, Coverag
     emitted_cpu = sum(timing.cpu_seconds["emitted"] for timing in ran)
     cpu_ratios = [timing.cpu_seconds["emitted"] / timing.cpu_seconds["plain"] for timing in ran if timing.cpu_seconds["plain"]]
     checked = [coverage[timing.name] for timing in ran if timing.name in coverage]
+    marked = {item.statement: _marked_source_less(item, verdicts.get(item.statement)) for item in checked}
+    unexplained = {
+        item.statement: [c for c in item.output_columns if c not in item.with_inputs and c not in marked[item.statement]]
+        for item in checked
+    }
     return Summary(
         statements=len(timings),
         failed={timing.name: dict(timing.errors) for timing in timings if timing.errors},
         covered_strict=[item.statement for item in checked if item.complete_strict],
-        covered=[item.statement for item in checked if item.complete],
-        source_less={item.statement: list(item.source_less) for item in checked if item.source_less},
-        not_covered={item.statement: list(item.missing or item.output_columns) for item in checked if not item.complete},
+        covered=[item.statement for item in checked if item.output_columns and not unexplained[item.statement]],
+        source_less={name: columns for name, columns in marked.items() if columns},
+        not_covered={name: columns for name, columns in unexplained.items() if columns},
+        engine_warnings={name: list(v.warnings) for name, v in verdicts.items() if v.warnings},
         without_event=[timing.name for timing in ran if timing.name not in coverage],
         action_ms=distribution(action_ms),
         capture_ms=distribution([ms for timing in ran for ms in timing.capture_ms]),
@@ -84,16 +94,24 @@ def summarize(timings: Sequence[StatementTiming], coverage: Mapping[str, Coverag
     )
 
 
+def _marked_source_less(item: Coverage, engine: EngineVerdict | None) -> list[str]:
+    """Output columns without input fields that the engine resolved to no input, warning-free."""
+    if engine is None or engine.warnings:
+        return []
+    return [c for c in item.output_columns if c not in item.with_inputs and c in engine.source_less]
+
+
 def format_report(summary: Summary) -> str:
     ran = summary.statements - len(summary.failed)
     lines = [
         "",
         f"TPC-DS CTAS statements: {summary.statements}, ran in both variants: {ran}, failed: {len(summary.failed)}",
         *(f"  failed {name}: {errors}" for name, errors in summary.failed.items()),
-        f"column lineage for every output column: {len(summary.covered_strict)} of {ran} with inputs for"
-        f" every column; {len(summary.covered)} of {ran} counting empty-input columns as source-less",
-        *(f"  {name}: empty inputFields for {', '.join(columns)}" for name, columns in summary.source_less.items()),
-        *(f"  {name}: no lineage entry for {', '.join(columns)}" for name, columns in summary.not_covered.items()),
+        f"column lineage for every output column: {len(summary.covered_strict)} of {ran} with input fields for"
+        f" every column; {len(summary.covered)} of {ran} counting columns the engine marks source-less",
+        *(f"  {name}: source-less per the engine: {', '.join(columns)}" for name, columns in summary.source_less.items()),
+        *(f"  {name}: NO lineage for {', '.join(columns)}" for name, columns in summary.not_covered.items()),
+        *(f"  {name}: engine warnings: {'; '.join(warnings)}" for name, warnings in summary.engine_warnings.items()),
         *(f"  {name}: no event with this output" for name in summary.without_event),
         "lineage extraction per action (each captured Spark callback):",
         _distribution_line("  total   ", summary.action_ms),

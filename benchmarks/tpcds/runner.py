@@ -23,6 +23,7 @@ import attrs
 
 from benchmarks.tpcds import analysis, generate, spark as spark_io
 from benchmarks.tpcds.cpu import CpuClock
+from benchmarks.tpcds.engine_check import EngineVerdict, run_capture, verdict
 from benchmarks.tpcds.paths import results_dir, tables_dir
 from benchmarks.tpcds.queries import Ctas, all_ctas, load_query_texts, select_queries
 from benchmarks.tpcds.report import Summary, format_report, summarize
@@ -39,6 +40,7 @@ class StatementTiming:
     errors: dict[str, str] = attrs.field(factory=dict)
     capture_ms: list[float] = attrs.field(factory=list)  # JVM copy-out per captured callback
     pipeline_ms: list[float] = attrs.field(factory=list)  # parse + lineage + events + emit per capture
+    captures: list[Any] = attrs.field(factory=list, repr=False)  # what the pipeline received
     first: str = PLAIN
 
 
@@ -48,6 +50,7 @@ class _PipelineTimer:
     def __init__(self, handle: Callable[[Any], Any]) -> None:
         self._handle = handle
         self.pipeline_ms: list[float] = []
+        self.captures: list[Any] = []
 
     def __call__(self, capture: Any) -> Any:
         started = time.perf_counter()
@@ -55,6 +58,7 @@ class _PipelineTimer:
             return self._handle(capture)
         finally:
             self.pipeline_ms.append((time.perf_counter() - started) * 1000)
+            self.captures.append(capture)
 
 
 def main(wanted: Sequence[str] | None = None) -> int:
@@ -88,7 +92,16 @@ def run(statements: list[Ctas], output_dir: Path, tables_root: Path | None = Non
         plain.stop()
         shutil.rmtree(warehouse, ignore_errors=True)
     coverage = analysis.coverage_by_statement(analysis.read_events(events_path), [s.name for s in statements])
-    return summarize(timings, coverage)
+    return summarize(timings, coverage, _engine_verdicts(timings))
+
+
+def _engine_verdicts(timings: list[StatementTiming]) -> dict[str, EngineVerdict]:
+    verdicts = {}
+    for timing in timings:
+        capture = run_capture(timing.captures)
+        if capture is not None:
+            verdicts[timing.name] = verdict(capture)
+    return verdicts
 
 
 def _attach(session: Any, events_path: Path) -> tuple[Any, _PipelineTimer]:
@@ -118,6 +131,7 @@ def _run_all(
             if variant == EMITTED:
                 timing.capture_ms = attachment.listener.extraction_ms[captures_before:]
                 timing.pipeline_ms = timer.pipeline_ms[pipelines_before:]
+                timing.captures = timer.captures[pipelines_before:]
         timings.append(timing)
         print(_progress_line(timing), flush=True)
     return timings

@@ -28,7 +28,7 @@ def test_statement_is_found_by_symlink_else_by_the_last_path_part() -> None:
     assert statement_of(_output("/w/bench.db/other", [], {}), ["q01"]) is None
 
 
-def test_coverage_tells_columns_with_inputs_empty_entries_and_missing_ones() -> None:
+def test_coverage_tells_columns_with_inputs_from_empty_entries_and_absent_ones() -> None:
     events = [
         {"eventType": "START", "outputs": [_output("/w/bench.db/q01", ["a"], {})]},
         {
@@ -42,11 +42,10 @@ def test_coverage_tells_columns_with_inputs_empty_entries_and_missing_ones() -> 
     coverage = coverage_by_statement(events, ["q01", "q02", "q03"])
 
     assert coverage["q01"].with_inputs == ("a",)
-    assert coverage["q01"].source_less == ("b",)
-    assert coverage["q01"].missing == ("c",)
-    assert not coverage["q01"].complete
-    assert coverage["q02"].complete and coverage["q02"].complete_strict
-    assert coverage["q03"].complete and not coverage["q03"].complete_strict
+    assert coverage["q01"].without_inputs == ("b", "c")
+    assert not coverage["q01"].complete_strict
+    assert coverage["q02"].complete_strict
+    assert not coverage["q03"].complete_strict
 
 
 def test_percentiles_use_nearest_rank_and_the_middle_mean_for_even_medians() -> None:

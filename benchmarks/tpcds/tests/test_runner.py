@@ -16,7 +16,7 @@ pytestmark = pytest.mark.spark
 def test_runner_times_both_variants_and_counts_lineage_from_the_emitted_events(
     tmp_path: Path, tpcds_tables: Path, tpcds_query_texts: dict[str, str], openlineage_spec
 ) -> None:
-    statements = all_ctas(select_queries(tpcds_query_texts, ["q42", "q3"]))
+    statements = all_ctas(select_queries(tpcds_query_texts, ["q42", "q3", "q96"]))
 
     summary = run(statements, tmp_path, tpcds_tables)
 
@@ -30,10 +30,13 @@ def test_runner_times_both_variants_and_counts_lineage_from_the_emitted_events(
     ]
     # q42 also ran as the warm-up; q03 ran once per variant, and only the emitted one reports.
     assert len(q03_runs) == 1
-    assert summary.statements == 2 and summary.failed == {}
+    assert summary.statements == 3 and summary.failed == {}
+    # q96 is `SELECT count(*) ...`: no input column, which the engine reports as source-less.
     assert sorted(summary.covered_strict) == ["q03", "q42"]
+    assert sorted(summary.covered) == ["q03", "q42", "q96"]
+    assert summary.source_less == {"q96": ["count(1)"]}
     assert summary.not_covered == {} and summary.without_event == []
-    assert summary.statement_ms.count == 2
+    assert summary.statement_ms.count == 3
     assert summary.action_ms.count == summary.capture_ms.count == summary.pipeline_ms.count >= 2
     assert summary.plain_seconds > 0 and summary.emitted_seconds > 0
     assert summary.plain_cpu_seconds > 0 and summary.emitted_cpu_seconds > 0
