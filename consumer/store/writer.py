@@ -9,7 +9,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import Connection, Table, and_, case, func, select, tuple_, update
+from sqlalchemy import Connection, Table, and_, case, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, EventRows
@@ -123,13 +123,7 @@ class _BatchWriter:
         return ids
 
     def _select_ids(self, table: Table, key_columns: list[Any], keys: Sequence[Any]) -> dict[Any, int]:
-        ids: dict[Any, int] = {}
-        single = len(key_columns) == 1
-        for chunk in _chunks(list(keys)):
-            condition = key_columns[0].in_(chunk) if single else tuple_(*key_columns).in_(chunk)
-            for row in self.connection.execute(select(table.c.id, *key_columns).where(condition)):
-                ids[row[1] if single else tuple(row[1:])] = row[0]
-        return ids
+        return {key: row["id"] for key, row in self._existing(table, key_columns, keys).items()}
 
     def datasets(self, batch: Sequence[EventRows], namespace_ids: dict[str, int]) -> dict[DatasetKey, int]:
         updates: dict[DatasetKey, list[tuple[datetime, dict[str, Any]]]] = defaultdict(list)
@@ -167,12 +161,19 @@ class _BatchWriter:
         return by_key
 
     def _existing(self, table: Table, key_columns: list[Any], keys: Sequence[Any]) -> dict[Any, dict[str, Any]]:
+        """Stored rows by natural key. Two-column keys are looked up as `a IN (..) AND b IN (..)`
+        and filtered here: PostgreSQL plans row-value IN lists poorly."""
         found: dict[Any, dict[str, Any]] = {}
-        for chunk in _chunks(list(keys)):
-            condition = key_columns[0].in_(chunk) if len(key_columns) == 1 else tuple_(*key_columns).in_(chunk)
+        wanted = set(keys)
+        for chunk in _chunks(sorted(wanted, key=repr)):
+            if len(key_columns) == 1:
+                condition = key_columns[0].in_(chunk)
+            else:
+                condition = and_(*(column.in_(sorted({key[i] for key in chunk}, key=repr)) for i, column in enumerate(key_columns)))
             for row in self.connection.execute(select(table).where(condition)).mappings():
                 key = row[key_columns[0].name] if len(key_columns) == 1 else tuple(row[c.name] for c in key_columns)
-                found[key] = dict(row)
+                if key in wanted:
+                    found[key] = dict(row)
         return found
 
     def _fold(self, current: dict[str, Any], changes: list[tuple[datetime, dict[str, Any]]]) -> dict[str, Any]:
@@ -240,11 +241,10 @@ class _BatchWriter:
                 self.insert(dataset_fields).on_conflict_do_nothing(index_elements=["dataset_id", "name"]),
                 [{"dataset_id": d, "name": n, "from_schema": False, "created_at": self.now, "updated_at": self.now} for d, n in missing],
             )
-        ids = {key: row["id"] for key, row in stored.items()}
-        new_keys = sorted(wanted - stored.keys())
+        new_keys = wanted - stored.keys()
         if new_keys:
-            ids.update(self._select_ids(dataset_fields, [dataset_fields.c.dataset_id, dataset_fields.c.name], new_keys))
-        return ids
+            stored.update(self._stored_fields(sorted({dataset_id for dataset_id, _ in new_keys})))
+        return {key: row["id"] for key, row in stored.items()}
 
     def _stored_fields(self, dataset_id_list: list[int]) -> dict[tuple[int, str], dict[str, Any]]:
         stored: dict[tuple[int, str], dict[str, Any]] = {}
