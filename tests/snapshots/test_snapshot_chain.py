@@ -17,29 +17,15 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")
-def attached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    """A Spark session with the emitter attached, every event going to a JSON-lines file."""
-    from pyspark.sql import SparkSession
-
+def attached(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """The shared Spark session with the emitter attached, every event going to a JSON-lines file."""
     from emitter.listener import attach, close_session
 
-    base = tmp_path_factory.mktemp("snapshot-chain")
-    active = SparkSession.getActiveSession()
-    spark = active or (
-        SparkSession.builder.master("local[2]")
-        .appName("snapshot-chain")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(base / "warehouse"))
-        .getOrCreate()
-    )
     close_session(spark)  # a fresh attachment, writing to our file
-    log = base / "events.jsonl"
+    log = tmp_path_factory.mktemp("snapshot-chain") / "events.jsonl"
     assert attach(spark, {"transport": {"type": "file", "log_file_path": str(log), "append": True}}) is not None
     yield spark, log
     close_session(spark)
-    if active is None:
-        spark.stop()
 
 
 def _completed_runs(spark: Any, log: Path) -> list[dict[str, Any]]:
