@@ -90,14 +90,16 @@ public class SparkLineageFileListing {
         return name.startsWith(".") || name.endsWith("._COPYING_") || (name.startsWith("_") && name.indexOf('=') < 0);
     }
 
-    private static void walk(FileSystem fs, Path directory, StringBuilder out) throws Exception {
+    /** Lists at most `budget` files; returns what is left of it (negative: stopped early). */
+    private static long walk(FileSystem fs, Path directory, StringBuilder out, long budget) throws Exception {
         FileStatus[] statuses = fs.listStatus(directory);
-        for (int i = 0; i < statuses.length; i++) {
+        for (int i = 0; i < statuses.length && budget >= 0; i++) {
             FileStatus status = statuses[i];
             if (hidden(status.getPath().getName())) continue;
-            if (status.isDirectory()) walk(fs, status.getPath(), out);
-            else line(out, status);
+            if (status.isDirectory()) budget = walk(fs, status.getPath(), out, budget);
+            else if (--budget >= 0) line(out, status);
         }
+        return budget;
     }
 
     /** Every data file under root, not descending into hidden directories (listStatus per
@@ -107,13 +109,13 @@ public class SparkLineageFileListing {
         FileSystem fs = path.getFileSystem(conf);
         StringBuilder out = new StringBuilder();
         if (!fs.exists(path)) return "";
-        walk(fs, path, out);
+        if (walk(fs, path, out, %(max_files)d) < 0) return "!";
         return result(out);
     }
 }
 """
 
-_HELPER_SOURCE = _HELPER_SOURCE.replace("%d", str(INLINE_RESULT_LIMIT))
+_HELPER_SOURCE = _HELPER_SOURCE.replace("%d", str(INLINE_RESULT_LIMIT)).replace("%(max_files)d", str(MAX_LISTED_FILES))
 
 _helpers: dict[int, Any] = {}
 _helpers_lock = threading.Lock()
@@ -156,8 +158,13 @@ def index_listing(jvm: Any, file_index: Any) -> list[tuple[str, int, int]] | Non
     return None if text is None else list(_parse_listing(text))
 
 
-def local_listing(root: str) -> list[tuple[str, int, int]]:
-    """(path, size, mtime ms) under a local directory, not descending into hidden directories."""
+class TooManyFiles(Exception):
+    """A listing passed MAX_LISTED_FILES: the dataset gets no content snapshot."""
+
+
+def local_listing(root: str, max_files: int = MAX_LISTED_FILES) -> list[tuple[str, int, int]]:
+    """(path, size, mtime ms) under a local directory, not descending into hidden directories;
+    stops with TooManyFiles past `max_files`."""
     listing: list[tuple[str, int, int]] = []
     pending = [path_of(root)]
     while pending:
@@ -172,17 +179,21 @@ def local_listing(root: str) -> list[tuple[str, int, int]]:
             if entry.is_dir(follow_symlinks=False):
                 pending.append(entry.path)
             elif entry.is_file(follow_symlinks=False):
+                if len(listing) >= max_files:
+                    raise TooManyFiles(root)
                 stat = entry.stat(follow_symlinks=False)
                 listing.append((entry.path, stat.st_size, stat.st_mtime_ns // 1_000_000))
     return listing
 
 
 def tree_listing(jvm: Any, hadoop_conf: Any, root: str) -> list[tuple[str, int, int]]:
-    """(path, size, mtime ms) of every file under `root`: os.scandir for local paths, Hadoop's
-    FileSystem otherwise."""
+    """(path, size, mtime ms) of every data file under `root`: os.scandir for local paths, Hadoop's
+    FileSystem otherwise; TooManyFiles past MAX_LISTED_FILES (listing stops there)."""
     if urlsplit(root).scheme.lower() in LOCAL_SCHEMES:
         return local_listing(root)
     text = _read_result(_helper(jvm).tree(root, hadoop_conf)) or ""
+    if text == "!":
+        raise TooManyFiles(root)
     return list(_parse_listing(text))
 
 
@@ -205,8 +216,9 @@ def _under_root(root: str, listing: list[tuple[str, int, int]]) -> tuple[DataFil
 def output_snapshot(jvm: Any, hadoop_conf: Any, location: str, written_since_ms: int | None) -> Snapshot | None:
     """Content snapshot of a write's target after the write, with the partitions it wrote
     (partitions holding files modified since `written_since_ms`)."""
-    listing = tree_listing(jvm, hadoop_conf, location)
-    if len(listing) > MAX_LISTED_FILES:
+    try:
+        listing = tree_listing(jvm, hadoop_conf, location)
+    except TooManyFiles:
         return None
     return content_snapshot(data_files(location, listing), written_since_ms=written_since_ms, with_partitions=True)
 
@@ -336,8 +348,10 @@ def relation_snapshot(
         return None
     if (relation.format or "").lower() == "delta" or _is_local_delta(location):
         return delta_log_snapshot(location)
-    listing = tree_listing(jvm, hadoop_conf, location)
-    if len(listing) > MAX_LISTED_FILES:
+    try:
+        listing = tree_listing(jvm, hadoop_conf, location)
+    except TooManyFiles:
+        log.info("no snapshot for %s: more than %d files", location, MAX_LISTED_FILES)
         return None
     return content_snapshot(data_files(location, listing), written_since_ms=written_since_ms, with_partitions=is_output)
 
