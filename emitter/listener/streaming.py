@@ -116,7 +116,25 @@ class _RunRegistry:
             return self._runs.get(query_id)
 
 
-runs = _RunRegistry()
+# The registries of the listeners created in this process, newest last (a few at most: one per
+# attached session); `parent_of` looks a micro-batch's run up in them.
+_registries: list[_RunRegistry] = []
+REMEMBERED_REGISTRIES = 8
+
+
+def _new_registry() -> _RunRegistry:
+    registry = _RunRegistry()
+    _registries.append(registry)
+    del _registries[:-REMEMBERED_REGISTRIES]
+    return registry
+
+
+def find_run(query_id: str, run_id: str) -> StreamingRun | None:
+    for registry in reversed(_registries):
+        run = registry.get(query_id)
+        if run is not None and run.run_id == run_id:
+            return run
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,8 +237,8 @@ def parent_of(query_execution_id: str, root: tuple[str, str, str] | None = None)
     tag = micro_batch_of(query_execution_id)
     if tag is None:
         return None
-    run = runs.get(tag.query_id)
-    if run is None or run.run_id != tag.run_id:
+    run = find_run(tag.query_id, tag.run_id)
+    if run is None:
         return None
     return facets.parent_facet(run.run_id, run.job[0], run.job[1], root=root)
 
@@ -273,6 +291,7 @@ class LineageStreamingListener(StreamingQueryListener):
         self.gateway = spark.sparkContext._gateway
         self.dumper = jvm.PlanDumper(self.gateway)
         self._queries: dict[str, Any] = {}  # query id -> py4j StreamingQuery (kept from start)
+        self.runs = _new_registry()
 
     # callbacks -------------------------------------------------------------------------------
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802
@@ -302,7 +321,7 @@ class LineageStreamingListener(StreamingQueryListener):
         except Exception as error:  # noqa: BLE001 - still one run, without datasets
             log.warning("OpenLineage: streaming query %s not described: %s", query_id, error)
             run = self._describe(None, query_id, run_id, event.name)
-        runs.put(run)
+        self.runs.put(run)
         if inner is not None:
             self._queries[query_id] = inner
         when = _parse_time(getattr(event, "timestamp", None))
@@ -312,7 +331,7 @@ class LineageStreamingListener(StreamingQueryListener):
         # the progress' JSON keeps offsets as Spark reports them (PySpark's accessors turn a
         # missing start offset into the string "None")
         progress = json.loads(event.progress.json)
-        run = runs.get(str(progress["id"]))
+        run = self.runs.get(str(progress["id"]))
         if run is None or run.run_id != str(progress["runId"]):
             return
         batch = micro_batch_of_progress(progress, run.checkpoint_location)
@@ -323,7 +342,7 @@ class LineageStreamingListener(StreamingQueryListener):
         self.emit(self._event("RUNNING", _parse_time(progress.get("timestamp")), run, inputs, outputs, extra))
 
     def _on_terminated(self, event: Any) -> None:
-        run = runs.get(str(event.id))
+        run = self.runs.get(str(event.id))
         if run is None or run.run_id != str(event.runId):
             return
         self._queries.pop(run.query_id, None)
@@ -532,10 +551,13 @@ def _guarded(call: Callable[[], Any]) -> Any | None:
 
 # ---------------------------------------------------------------------------------------------
 # wiring
+_listeners: dict[int, LineageStreamingListener] = {}  # per SparkSession (JVM identity)
+
+
 def register(spark: Any, pipeline: Any) -> LineageStreamingListener:
     """Called by `emitter.listener.attach`: the streaming listener emitting through the batch
     pipeline's client under its application run, the foreachBatch parent lookup, and the
-    batch snapshot facets."""
+    batch snapshot facets. Re-attaching a session replaces its previous listener."""
     session = pipeline.session
     listener = LineageStreamingListener(
         spark,
@@ -546,10 +568,23 @@ def register(spark: Any, pipeline: Any) -> LineageStreamingListener:
         table_namespace=pipeline.table_namespace,
         parent=pipeline.parent_facet(),
     )
+    unregister(spark)
     spark.streams.addListener(listener)
+    _listeners[_session_key(spark)] = listener
     _guarded(lambda: install_batch_tagger(spark))
     _register_pipeline_hooks(spark, pipeline)
     return listener
+
+
+def unregister(spark: Any) -> None:
+    """Remove the streaming listener `register` added to this session (for detaching)."""
+    listener = _listeners.pop(_session_key(spark), None)
+    if listener is not None:
+        _guarded(lambda: spark.streams.removeListener(listener))
+
+
+def _session_key(spark: Any) -> int:
+    return int(spark.sparkContext._jvm.System.identityHashCode(spark._jsparkSession))
 
 
 def _register_pipeline_hooks(spark: Any, pipeline: Any) -> None:

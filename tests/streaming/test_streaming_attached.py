@@ -86,3 +86,13 @@ def test_foreach_batch_write_events_have_the_streaming_run_as_parent(attached: t
         assert parent["run"]["runId"] == str(query.runId)
         assert parent["job"]["name"] == streaming_start["job"]["name"]
 
+
+
+def test_reattaching_a_session_replaces_its_streaming_listener(attached: tuple[Any, Path], tmp_path: Path) -> None:
+    from emitter.listener import attach, close_session
+
+    spark, _ = attached
+    before = len(spark._jsparkSession.streams().listListeners())
+    close_session(spark)
+    assert attach(spark, {"transport": {"type": "file", "log_file_path": str(tmp_path / "again.jsonl")}}) is not None
+    assert len(spark._jsparkSession.streams().listListeners()) == before
