@@ -105,19 +105,18 @@ class _BatchWriter:
         self.latest_runs(set(job_ids.values()))
 
     def namespaces(self, batch: Sequence[EventRows]) -> dict[str, int]:
-        names: set[str] = set()
+        first_seen: dict[str, datetime] = {}
         for rows in batch:
-            if rows.job:
-                names.add(rows.job.namespace)
-            names.update(d.namespace for d in rows.datasets)
-            names.update(edge.input[0] for edge in rows.column_edges)
-            names.update(edge.output[0] for edge in rows.column_edges)
-        ids = self._select_ids(namespaces, [namespaces.c.name], sorted(names))
-        missing = [name for name in sorted(names) if name not in ids]
+            names = {d.namespace for d in rows.datasets} | {e.input[0] for e in rows.column_edges}
+            names |= {e.output[0] for e in rows.column_edges} | ({rows.job.namespace} if rows.job else set())
+            for name in names:
+                first_seen[name] = min(first_seen.get(name, rows.event_time), rows.event_time)
+        ids = self._select_ids(namespaces, [namespaces.c.name], sorted(first_seen))
+        missing = [name for name in sorted(first_seen) if name not in ids]
         if missing:
             self.connection.execute(
                 self.insert(namespaces).on_conflict_do_nothing(index_elements=["name"]),
-                [{"name": name, "created_at": self.now, "updated_at": self.now} for name in missing],
+                [{"name": name, "created_at": first_seen[name], "updated_at": first_seen[name]} for name in missing],
             )
             ids.update(self._select_ids(namespaces, [namespaces.c.name], missing))
         return ids
@@ -127,6 +126,7 @@ class _BatchWriter:
 
     def datasets(self, batch: Sequence[EventRows], namespace_ids: dict[str, int]) -> dict[DatasetKey, int]:
         updates: dict[DatasetKey, list[tuple[datetime, dict[str, Any]]]] = defaultdict(list)
+        referenced: dict[DatasetKey, datetime] = {}
         for rows in batch:
             for dataset in rows.datasets:
                 updates[(dataset.namespace, dataset.name)].append((rows.event_time, {
@@ -136,6 +136,7 @@ class _BatchWriter:
                 }))
             for edge in rows.column_edges:
                 for key in (edge.input, edge.output):
+                    referenced[key] = min(referenced.get(key, rows.event_time), rows.event_time)
                     if key not in updates:
                         updates[key] = []
         keys = [(namespace_ids[ns], name) for ns, name in updates]
@@ -146,7 +147,7 @@ class _BatchWriter:
             current = existing.get(key)
             if current is None:
                 if not changes:
-                    changes = [(self.now, {"database_name": namespace, "table_name": name, "facets": {}})]
+                    changes = [(referenced[(namespace, name)], {"database_name": namespace, "table_name": name, "facets": {}})]
                 current = {"facets": {}, "created_at": min(t for t, _ in changes), "updated_at": None}
             merged = self._fold(current, changes)
             values.append({
@@ -206,7 +207,7 @@ class _BatchWriter:
 
     def fields(self, batch: Sequence[EventRows], dataset_ids: dict[DatasetKey, int]) -> dict[tuple[int, str], int]:
         newest: dict[tuple[int, str], dict[str, Any]] = {}
-        edge_only: set[tuple[int, str]] = set()
+        edge_only: dict[tuple[int, str], datetime] = {}
         for rows in batch:
             for dataset in rows.datasets:
                 dataset_id = dataset_ids[(dataset.namespace, dataset.name)]
@@ -220,10 +221,12 @@ class _BatchWriter:
                         "created_at": rows.event_time, "updated_at": rows.event_time,
                     }
             for edge in rows.column_edges:
-                edge_only.add((dataset_ids[edge.input], edge.input_field))
+                keys = [(dataset_ids[edge.input], edge.input_field)]
                 if edge.output_field is not None:
-                    edge_only.add((dataset_ids[edge.output], edge.output_field))
-        wanted = newest.keys() | edge_only
+                    keys.append((dataset_ids[edge.output], edge.output_field))
+                for key in keys:
+                    edge_only[key] = min(edge_only.get(key, rows.event_time), rows.event_time)
+        wanted = newest.keys() | edge_only.keys()
         stored = self._stored_fields(sorted({dataset_id for dataset_id, _ in wanted}))
         # Most events repeat a schema the store already holds: write only what changed.
         changed = [row for key, row in newest.items() if _field_changed(stored.get(key), row)]
@@ -235,11 +238,12 @@ class _BatchWriter:
                 where=statement.excluded.updated_at >= dataset_fields.c.updated_at,
             )
             self.connection.execute(statement, changed)
-        missing = sorted(edge_only - stored.keys() - newest.keys())
+        missing = sorted(edge_only.keys() - stored.keys() - newest.keys())
         if missing:
             self.connection.execute(
                 self.insert(dataset_fields).on_conflict_do_nothing(index_elements=["dataset_id", "name"]),
-                [{"dataset_id": d, "name": n, "from_schema": False, "created_at": self.now, "updated_at": self.now} for d, n in missing],
+                [{"dataset_id": d, "name": n, "from_schema": False, "created_at": edge_only[(d, n)],
+                  "updated_at": edge_only[(d, n)]} for d, n in missing],
             )
         new_keys = wanted - stored.keys()
         if new_keys:
