@@ -282,7 +282,7 @@ lineage_events = Table(
     "lineage_events",
     metadata,
     _id(),
-    # sha256 of the canonical JSON (sorted keys): the same event twice is stored once.
+    # sha256 of the event text as received (canonical JSON for HTTP): the same event twice is stored once.
     Column("content_hash", String(64), nullable=False, unique=True),
     Column("event_time", Time, nullable=False),
     # RunEvent / DatasetEvent / JobEvent
