@@ -164,7 +164,6 @@ def _logical_relation(leaf: Any) -> RelationInfo:
             table=info.table,
             table_location=info.table_location,
             schema=schema,
-            options=guarded({}, lambda: scala_map(relation.options())),
         )
     if relation_class == "JDBCRelation":
         options = guarded({}, lambda: scala_map(relation.jdbcOptions().parameters()))
