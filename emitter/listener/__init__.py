@@ -103,11 +103,9 @@ def _session_key(spark: Any) -> int:
 
 def _attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None) -> Attachment | None:
     spark_conf = {key: value for key in _CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
-    if is_disabled(spark_conf) or (isinstance(config, EmitterConfig) and config.disabled):
-        log.info("OpenLineage is disabled: nothing attached")
-        return None
     settings = load_config(spark_conf, config)
-    if settings.disabled:
+    if settings.disabled or is_disabled(spark_conf):  # env and conf win over an explicit EmitterConfig
+        log.info("OpenLineage is disabled: nothing attached")
         return None
     spark.conf.set("spark.sql.debug.maxToStringFields", MAX_TO_STRING_FIELDS)
     client = make_client(settings)
