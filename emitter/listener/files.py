@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from emitter.capture import Capture, RelationInfo
 from emitter.facets import PRODUCER
+from emitter.listener import jvm as jvm_helpers
 
 from emitter.snapshots import (
     DataFile,
@@ -200,7 +201,7 @@ def tree_listing(jvm: Any, hadoop_conf: Any, root: str) -> list[tuple[str, int, 
 def input_snapshot(jvm: Any, file_index: Any) -> Snapshot | None:
     """Content snapshot of what a read's file index holds (its root paths are the dataset root:
     a read of one table has exactly one; more roots are a multi-path read, left unversioned)."""
-    roots = [str(root) for root in _scala_seq(file_index.rootPaths())]
+    roots = [str(root) for root in jvm_helpers.iterate(file_index.rootPaths())]
     if len(roots) != 1:
         return None
     listing = index_listing(jvm, file_index)
@@ -221,14 +222,6 @@ def output_snapshot(jvm: Any, hadoop_conf: Any, location: str, written_since_ms:
     except TooManyFiles:
         return None
     return content_snapshot(data_files(location, listing), written_since_ms=written_since_ms, with_partitions=True)
-
-
-def _scala_seq(seq: Any) -> list[Any]:
-    items: list[Any] = []
-    iterator = seq.iterator()
-    while iterator.hasNext():
-        items.append(iterator.next())
-    return items
 
 
 DELTA_LOG_DIR = "_delta_log"
@@ -315,7 +308,7 @@ def leaf_input_snapshot(jvm: Any, leaf: Any) -> Snapshot | None:
         return None
     index = relation.location()
     table_location = _catalog_location(leaf)
-    roots = [str(root) for root in _scala_seq(index.rootPaths())]
+    roots = [str(root) for root in jvm_helpers.iterate(index.rootPaths())]
     if table_location is not None and [path_of(root) for root in roots] != [path_of(table_location)]:
         return relation_snapshot(jvm, relation.sparkSession().sessionState().newHadoopConf(),
                                  RelationInfo(node_class="LogicalRelation", table_location=table_location), None, False)

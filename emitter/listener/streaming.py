@@ -36,7 +36,8 @@ from typing import Any
 import attrs
 from pyspark.sql.streaming import StreamingQueryListener
 
-from emitter import events, facets, snapshots
+from emitter import events, facets, lineage, snapshots
+from emitter import plan as plan_model
 from emitter.capture import RelationInfo
 from emitter.listener import files, jvm
 from emitter.naming import job_name
@@ -358,8 +359,8 @@ class LineageStreamingListener(StreamingQueryListener):
         if inner is None:  # ended before we could look: a run without datasets
             return StreamingRun(query_id, run_id, name, job_for(self.app_name, self.namespace, name, query_id, None),
                                 None, (), {}, None)
-        checkpoint = _guarded(lambda: str(inner.resolvedCheckpointRoot()))
-        sink = _guarded(lambda: endpoint_from_description(str(inner.sink().toString())))
+        checkpoint = jvm.guarded(None, lambda: str(inner.resolvedCheckpointRoot()))
+        sink = jvm.guarded(None, lambda: endpoint_from_description(str(inner.sink().toString())))
         plan = inner.logicalPlan()
         leaves = _stream_and_static_leaves(plan)
         run = StreamingRun(
@@ -372,12 +373,9 @@ class LineageStreamingListener(StreamingQueryListener):
             leaves.static,
             sink,
         )
-        return attrs.evolve(run, column_lineage=_guarded(lambda: self._column_lineage(plan, leaves, run)))
+        return attrs.evolve(run, column_lineage=jvm.guarded(None, lambda: self._column_lineage(plan, leaves, run)))
 
     def _column_lineage(self, plan: Any, leaves: _Leaves, run: StreamingRun) -> Any | None:
-        from emitter import lineage
-        from emitter import plan as plan_model
-
         if run.sink is None or run.sink.relation is None:
             return None
         root = plan_model.parse_plan(self.dumper.to_json(plan))
@@ -441,7 +439,7 @@ class LineageStreamingListener(StreamingQueryListener):
         for key, relation in run.static_inputs.items():
             extra = {}
             if batch is not None:
-                snapshot = _guarded(lambda key=key: self._static_snapshot(run, key, batch[0]))
+                snapshot = jvm.guarded(None, lambda key=key: self._static_snapshot(run, key, batch[0]))
                 extra = snapshots.dataset_facets(snapshot, facets.PRODUCER)
             dataset = events.input_dataset(relation, self.table_namespace, extra)
             if dataset is not None:
@@ -468,7 +466,7 @@ class LineageStreamingListener(StreamingQueryListener):
         if batch_id is not None:
             snapshot = None
             if sink.is_file:
-                snapshot = _guarded(lambda: files.file_sink_snapshot(sink.relation.paths[0], batch_id))
+                snapshot = jvm.guarded(None, lambda: files.file_sink_snapshot(sink.relation.paths[0], batch_id))
             extra.update(snapshots.dataset_facets(snapshot or snapshots.sink_batch_snapshot(run.query_id, batch_id), facets.PRODUCER))
         dataset = events.output_dataset(sink.relation, self.table_namespace, extra)
         return [dataset] if dataset is not None else []
@@ -541,14 +539,6 @@ def _parse_time(text: str | None) -> datetime:
         return datetime.now(timezone.utc)
 
 
-def _guarded(call: Callable[[], Any]) -> Any | None:
-    try:
-        return call()
-    except Exception as error:  # noqa: BLE001 - a missing detail never drops an event
-        log.debug("streaming detail not read: %s", error)
-        return None
-
-
 # ---------------------------------------------------------------------------------------------
 # wiring
 _listeners: dict[int, LineageStreamingListener] = {}  # per SparkSession (JVM identity)
@@ -571,7 +561,7 @@ def register(spark: Any, pipeline: Any) -> LineageStreamingListener:
     unregister(spark)
     spark.streams.addListener(listener)
     _listeners[_session_key(spark)] = listener
-    _guarded(lambda: install_batch_tagger(spark))
+    jvm.guarded(None, lambda: install_batch_tagger(spark))
     _register_pipeline_hooks(spark, pipeline)
     return listener
 
@@ -580,7 +570,7 @@ def unregister(spark: Any) -> None:
     """Remove the streaming listener `register` added to this session (for detaching)."""
     listener = _listeners.pop(_session_key(spark), None)
     if listener is not None:
-        _guarded(lambda: spark.streams.removeListener(listener))
+        jvm.guarded(None, lambda: spark.streams.removeListener(listener))
 
 
 def _session_key(spark: Any) -> int:
