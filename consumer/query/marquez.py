@@ -250,14 +250,16 @@ def _job(row: Any, inputs: list, outputs: list, latest_run: dict | None, tags: l
 def list_jobs(store: Any, namespace: str | None, limit: int, offset: int, last_run_states: Sequence[str] = ()) -> dict:
     check_page(limit, offset)
     with reading(store) as conn:
-        conditions = []
+        query = _job_select()
+        # within one namespace the (namespace_id, name) index already yields jobs in name order: no sort
+        order = [s.jobs.c.name]
         if namespace is not None:
-            _require_namespace(conn, namespace)
-            conditions.append(s.namespaces.c.name == namespace)
-        query = _job_select().where(*conditions)
+            query = query.where(s.jobs.c.namespace_id == _namespace_id(conn, namespace))
+        else:
+            order.append(s.namespaces.c.name)
         if last_run_states:
             query = query.join(s.runs, s.runs.c.id == s.jobs.c.latest_run_id).where(s.runs.c.state.in_(last_run_states))
-        rows = conn.execute(query.order_by(s.jobs.c.name, s.namespaces.c.name).limit(limit).offset(offset)).all()
+        rows = conn.execute(query.order_by(*order).limit(limit).offset(offset)).all()
         total = conn.execute(select(func.count()).select_from(query.subquery())).scalar_one()
         return {"jobs": _jobs(conn, rows), "totalCount": total}
 
@@ -270,9 +272,11 @@ def get_job(store: Any, namespace: str, name: str) -> dict:
         return _jobs(conn, [row])[0]
 
 
-def _require_namespace(conn: Connection, namespace: str) -> None:
-    if conn.execute(select(s.namespaces.c.id).where(s.namespaces.c.name == namespace)).first() is None:
+def _namespace_id(conn: Connection, namespace: str) -> int:
+    found = conn.execute(select(s.namespaces.c.id).where(s.namespaces.c.name == namespace)).scalar()
+    if found is None:
         raise NotFound(f"namespace '{namespace}' not found")
+    return found
 
 
 # ---------------------------------------------------------------- datasets
@@ -383,8 +387,7 @@ def _dataset(row: Any, fields: list, tags: list, column_lineage: list, last_modi
 def list_datasets(store: Any, namespace: str, limit: int, offset: int) -> dict:
     check_page(limit, offset)
     with reading(store) as conn:
-        _require_namespace(conn, namespace)
-        query = _dataset_select().where(s.namespaces.c.name == namespace, s.datasets.c.is_deleted.is_(False))
+        query = _dataset_select().where(s.datasets.c.namespace_id == _namespace_id(conn, namespace), s.datasets.c.is_deleted.is_(False))
         rows = conn.execute(query.order_by(s.datasets.c.name).limit(limit).offset(offset)).all()
         total = conn.execute(select(func.count()).select_from(query.subquery())).scalar_one()
         return {"datasets": _datasets(conn, rows), "totalCount": total}
