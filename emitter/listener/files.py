@@ -2,7 +2,7 @@
 
 Inputs reuse Spark's own file index (what the read plans to scan, already listed by Spark);
 outputs are listed after the write: `file:` locations with `os.scandir`, other schemes with
-Hadoop's `FileSystem.listFiles(recursive)`. Both JVM paths go through one small Java helper
+Hadoop's `FileSystem.listStatus` per directory. Both JVM paths go through one small Java helper
 compiled once with Janino (on Spark's classpath), which serialises a listing as
 `path\\tsize\\tmtime` lines in ONE py4j call; big listings go through a temp file because py4j
 stalls (~44 ms) on returned strings of 8 KB or more.
@@ -24,9 +24,7 @@ from urllib.parse import urlsplit
 from emitter.capture import Capture, RelationInfo
 from emitter.facets import PRODUCER
 from emitter.listener import jvm as jvm_helpers
-
 from emitter.snapshots import (
-    DataFile,
     Snapshot,
     content_snapshot,
     data_files,
@@ -45,6 +43,8 @@ LOCAL_SCHEMES = frozenset({"", "file"})
 INLINE_RESULT_LIMIT = 7000
 # A listing longer than this is not worth a snapshot id (bounds the cost on huge tables).
 MAX_LISTED_FILES = 1_000_000
+DELTA_LOG_DIR = "_delta_log"
+SINK_LOG_DIR = "_spark_metadata"
 
 _HELPER_CLASS = "SparkLineageFileListing"
 _HELPER_SOURCE = """
@@ -207,40 +207,43 @@ def input_snapshot(jvm: Any, file_index: Any) -> Snapshot | None:
     listing = index_listing(jvm, file_index)
     if listing is None or len(listing) > MAX_LISTED_FILES:
         return None
-    return content_snapshot(_under_root(roots[0], listing))
-
-
-def _under_root(root: str, listing: list[tuple[str, int, int]]) -> tuple[DataFile, ...]:
-    return data_files(root, listing)
+    return content_snapshot(data_files(roots[0], listing))
 
 
 def output_snapshot(jvm: Any, hadoop_conf: Any, location: str, written_since_ms: int | None) -> Snapshot | None:
     """Content snapshot of a write's target after the write, with the partitions it wrote
     (partitions holding files modified since `written_since_ms`)."""
+    return location_snapshot(jvm, hadoop_conf, location, written_since_ms, with_partitions=True)
+
+
+def location_snapshot(
+    jvm: Any, hadoop_conf: Any, location: str, written_since_ms: int | None, with_partitions: bool
+) -> Snapshot | None:
+    """Content snapshot of everything under `location`; None past MAX_LISTED_FILES."""
     try:
         listing = tree_listing(jvm, hadoop_conf, location)
     except TooManyFiles:
+        log.info("no snapshot for %s: more than %d files", location, MAX_LISTED_FILES)
         return None
-    return content_snapshot(data_files(location, listing), written_since_ms=written_since_ms, with_partitions=True)
+    return content_snapshot(data_files(location, listing), written_since_ms=written_since_ms, with_partitions=with_partitions)
 
 
-DELTA_LOG_DIR = "_delta_log"
-
-
-def read_file_sink_log(location: str) -> list[tuple[int, str]]:
-    """(batch id, text) of every file in a local streaming file sink's `_spark_metadata` log."""
-    log_dir = os.path.join(path_of(location), "_spark_metadata")
-    entries: list[tuple[int, str]] = []
+def read_file_sink_log(location: str, upto_batch: int) -> list[tuple[int, str]]:
+    """(batch id, text) of the log files of a local streaming file sink that tell its content
+    after `upto_batch` and after the batch before: the latest compaction before `upto_batch`
+    (it holds every file so far) and the batches since."""
+    log_dir = os.path.join(path_of(location), SINK_LOG_DIR)
     try:
         names = os.listdir(log_dir)
     except FileNotFoundError:
-        return entries
-    for name in names:
-        stem = name.removesuffix(".compact")
-        if not stem.isdigit():
-            continue
-        with open(os.path.join(log_dir, name), encoding="utf-8") as log_file:
-            entries.append((int(stem), log_file.read()))
+        return []
+    batches = {int(name.removesuffix(".compact")): name for name in names if name.removesuffix(".compact").isdigit()}
+    compactions = [batch for batch, name in batches.items() if name.endswith(".compact") and batch < upto_batch]
+    first = max(compactions, default=0)
+    entries: list[tuple[int, str]] = []
+    for batch in sorted(batch for batch in batches if first <= batch <= upto_batch):
+        with open(os.path.join(log_dir, batches[batch]), encoding="utf-8") as log_file:
+            entries.append((batch, log_file.read()))
     return entries
 
 
@@ -249,7 +252,7 @@ def file_sink_snapshot(location: str, batch_id: int) -> Snapshot | None:
     even when the listener runs after later batches); None for a non-local sink or no log."""
     if urlsplit(location).scheme.lower() not in LOCAL_SCHEMES:
         return None
-    log_entries = read_file_sink_log(location)
+    log_entries = read_file_sink_log(location, batch_id)
     return file_sink_batch_snapshot(location, log_entries, batch_id) if log_entries else None
 
 
@@ -341,12 +344,7 @@ def relation_snapshot(
         return None
     if (relation.format or "").lower() == "delta" or _is_local_delta(location):
         return delta_log_snapshot(location)
-    try:
-        listing = tree_listing(jvm, hadoop_conf, location)
-    except TooManyFiles:
-        log.info("no snapshot for %s: more than %d files", location, MAX_LISTED_FILES)
-        return None
-    return content_snapshot(data_files(location, listing), written_since_ms=written_since_ms, with_partitions=is_output)
+    return location_snapshot(jvm, hadoop_conf, location, written_since_ms, with_partitions=is_output)
 
 
 def _is_local_delta(location: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,27 @@ def test_a_local_delta_table_is_versioned_by_its_log(tmp_path: Path) -> None:
     (tmp_path / "_delta_log" / "00000000000000000001.json").write_text("{}")
     snapshot = files.delta_log_snapshot(f"file:{tmp_path}")
     assert snapshot == snapshots.Snapshot("1", "delta")
+
+
+def _sink_log_line(path: str, size: int) -> str:
+    return json.dumps({"path": path, "size": size, "isDir": False, "modificationTime": 0,
+                       "blockReplication": 1, "blockSize": 1, "action": "add"})
+
+
+def test_file_sink_snapshot_reads_only_the_log_files_it_needs(tmp_path: Path) -> None:
+    log_dir = tmp_path / "_spark_metadata"
+    log_dir.mkdir()
+    files_so_far: list[str] = []
+    for batch in range(11):
+        path = f"file://{tmp_path}/part-{batch}.parquet"
+        files_so_far.append(_sink_log_line(path, batch + 1))
+        lines = files_so_far if batch == 9 else [files_so_far[-1]]  # batch 9 compacts 0..9
+        name = f"{batch}.compact" if batch == 9 else str(batch)
+        (log_dir / name).write_text("v1\n" + "\n".join(lines) + "\n")
+
+    assert [batch for batch, _ in files.read_file_sink_log(f"file:{tmp_path}", 10)] == [9, 10]
+    assert [batch for batch, _ in files.read_file_sink_log(f"file:{tmp_path}", 9)] == list(range(10))
+    after_10 = files.file_sink_snapshot(f"file:{tmp_path}", 10)
+    every_file = [snapshots.DataFile(f"part-{batch}.parquet", batch + 1) for batch in range(11)]
+    assert after_10 is not None and after_10.snapshot_id == snapshots.content_snapshot_id(every_file)
+    assert after_10.batch_id == 10
