@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 
 from consumer.api.paths import segment
 from consumer.query import marquez as q
+from consumer.query.errors import BadParameter
 
 router = APIRouter(prefix="/api/v1")
 
@@ -153,8 +154,6 @@ _RUN_STATES = {"NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED"}
 
 
 def _states(values: list[str] | None) -> tuple[str, ...]:
-    from consumer.query.errors import BadParameter
-
     states = tuple(state.strip().upper() for value in values or () for state in value.split(",") if state.strip())
     unknown = sorted(set(states) - _RUN_STATES)
     if unknown:
