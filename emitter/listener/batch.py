@@ -80,6 +80,9 @@ class BatchListener:
     def _leaves(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Any]]:
         """Every leaf relation keyed by leaf_key, following cached DataFrames into the plan they
         cache; plus the snapshot of each file source, read from the file index Spark already listed."""
+        described = self.dumper.describe_leaves(plan)
+        if described is not None and jvm.fully_described(described):
+            return self._described_leaves(plan, described)
         leaves: dict[int, RelationInfo] = {}
         cached_plans: dict[int, str] = {}
         input_snapshots: dict[int, Any] = {}
@@ -108,6 +111,26 @@ class BatchListener:
                     if snapshot is not None:
                         input_snapshots[key] = snapshot
         return leaves, cached_plans, input_snapshots
+
+
+    def _described_leaves(
+        self, plan: Any, described: list[dict[str, Any]]
+    ) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Any]]:
+        """The fast path: every leaf came in one helper call (file sources, local data)."""
+        leaves: dict[int, RelationInfo] = {}
+        for description in described:
+            info = jvm.described_relation(description)
+            if info is not None and description.get("key") is not None:
+                leaves.setdefault(description["key"], info)
+        input_snapshots: dict[int, Any] = {}
+        if leaves:  # snapshots read Spark's file index, which needs the live leaf objects
+            for description, leaf in zip(described, jvm.leaves_with_subqueries(plan)):
+                key = description.get("key")
+                if key in leaves and key not in input_snapshots:
+                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway.jvm, leaf)
+                    if snapshot is not None:
+                        input_snapshots[key] = snapshot
+        return leaves, {}, input_snapshots
 
 
 def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:

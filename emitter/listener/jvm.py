@@ -25,10 +25,85 @@ from emitter.capture import RelationInfo, SchemaField, TableRef, WriteInfo
 log = logging.getLogger(__name__)
 
 _DUMPER_CLASS = "SparkLineagePlanDumper"
-_DUMPER_SOURCE = """
+_DUMPER_SOURCE = r"""
 public class SparkLineagePlanDumper {
   public static long dump(org.apache.spark.sql.catalyst.trees.TreeNode plan, String path) throws Exception {
     byte[] bytes = plan.toJSON().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    java.nio.file.Files.write(java.nio.file.Paths.get(path), bytes);
+    return bytes.length;
+  }
+
+  // every leaf of the plan and its subqueries, as a JSON list: class, key, schema, paths, format, table
+
+  static void str(StringBuilder b, String s) {
+    b.append('"');
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      if (c == '"' || c == '\\') { b.append('\\').append(c); }
+      else if (c < 0x20) { b.append(String.format("\\u%04x", new Object[] { Integer.valueOf((int) c) })); }
+      else { b.append(c); }
+    }
+    b.append('"');
+  }
+  static void opt(StringBuilder b, String key, scala.Option value) {
+    if (value.isDefined()) { b.append(",\"").append(key).append("\":"); str(b, String.valueOf(value.get())); }
+  }
+  static void leaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf) {
+    b.append("{\"class\":");
+    str(b, leaf.getClass().getSimpleName());
+    if (!leaf.output().isEmpty()) {
+      org.apache.spark.sql.catalyst.expressions.Attribute first = (org.apache.spark.sql.catalyst.expressions.Attribute) leaf.output().head();
+      b.append(",\"key\":").append(first.exprId().id());
+    }
+    b.append(",\"schema\":").append(leaf.schema().json());
+    if (leaf instanceof org.apache.spark.sql.execution.datasources.LogicalRelation) {
+      org.apache.spark.sql.execution.datasources.LogicalRelation logical = (org.apache.spark.sql.execution.datasources.LogicalRelation) leaf;
+      Object relation = logical.relation();
+      b.append(",\"relation\":");
+      str(b, relation.getClass().getSimpleName());
+      if (relation instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
+        org.apache.spark.sql.execution.datasources.HadoopFsRelation fs = (org.apache.spark.sql.execution.datasources.HadoopFsRelation) relation;
+        b.append(",\"paths\":[");
+        scala.collection.Iterator paths = fs.location().rootPaths().iterator();
+        boolean firstPath = true;
+        while (paths.hasNext()) { if (!firstPath) b.append(','); firstPath = false; str(b, String.valueOf(paths.next())); }
+        b.append(']');
+        Object format = fs.fileFormat();
+        b.append(",\"format\":");
+        if (format instanceof org.apache.spark.sql.sources.DataSourceRegister) {
+          str(b, ((org.apache.spark.sql.sources.DataSourceRegister) format).shortName());
+        } else { str(b, String.valueOf(format).toLowerCase()); }
+      }
+      scala.Option catalogTable = logical.catalogTable();
+      if (catalogTable.isDefined()) {
+        org.apache.spark.sql.catalyst.catalog.CatalogTable table = (org.apache.spark.sql.catalyst.catalog.CatalogTable) catalogTable.get();
+        b.append(",\"table\":{\"name\":");
+        str(b, table.identifier().table());
+        opt(b, "database", table.identifier().database());
+        opt(b, "catalog", table.identifier().catalog());
+        b.append('}');
+        opt(b, "location", table.storage().locationUri());
+        opt(b, "provider", table.provider());
+      }
+    }
+    b.append('}');
+  }
+  public static long describe(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, String path) throws Exception {
+    StringBuilder b = new StringBuilder("[");
+    java.util.List plans = new java.util.ArrayList();
+    plans.add(plan);
+    scala.collection.Iterator subqueries = plan.subqueriesAll().iterator();
+    while (subqueries.hasNext()) { plans.add(subqueries.next()); }
+    boolean first = true;
+    for (int p = 0; p < plans.size(); p++) {
+      scala.collection.Iterator leaves = ((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plans.get(p)).collectLeaves().iterator();
+      while (leaves.hasNext()) {
+        if (!first) b.append(',');
+        first = false;
+        leaf(b, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.next());
+      }
+    }
+    byte[] bytes = b.append(']').toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
     java.nio.file.Files.write(java.nio.file.Paths.get(path), bytes);
     return bytes.length;
   }
@@ -42,14 +117,15 @@ class PlanDumper:
     """Serializes Catalyst trees to JSON text; one compiled helper per gateway."""
 
     _lock = threading.Lock()
-    _methods: dict[int, Any] = {}
+    _methods: dict[int, tuple[Any, Any] | None] = {}
 
     def __init__(self, gateway: Any) -> None:
         self.gateway = gateway
-        self.method = self._compiled(gateway)
+        compiled = self._compiled(gateway)
+        self.method, self.describe_method = compiled if compiled is not None else (None, None)
 
     @classmethod
-    def _compiled(cls, gateway: Any) -> Any | None:
+    def _compiled(cls, gateway: Any) -> tuple[Any, Any] | None:
         with cls._lock:
             if id(gateway) not in cls._methods:
                 cls._methods[id(gateway)] = _compile_dumper(gateway)
@@ -58,19 +134,30 @@ class PlanDumper:
     def to_json(self, tree: Any) -> str:
         if self.method is not None:
             try:
-                return self._dump_via_file(tree)
+                return self._call_via_file(self.method, tree)
             except Exception as error:  # noqa: BLE001
                 log.debug("plan dump through the helper failed, using toJSON(): %s", error)
         return str(tree.toJSON())
 
-    def _dump_via_file(self, tree: Any) -> str:
+    def describe_leaves(self, plan: Any) -> list[dict[str, Any]] | None:
+        """Every leaf of `plan` (and its subqueries) in one round trip, in `leaves_with_subqueries`
+        order; None when the helper is unavailable or fails."""
+        if self.describe_method is None:
+            return None
+        try:
+            return json.loads(self._call_via_file(self.describe_method, plan))
+        except Exception as error:  # noqa: BLE001
+            log.debug("leaf description through the helper failed: %s", error)
+            return None
+
+    def _call_via_file(self, method: Any, tree: Any) -> str:
         path = os.path.join(_TEMP_DIR, f"spark-lineage-{uuid.uuid4().hex}.json")
         jvm = self.gateway.jvm
         arguments = self.gateway.new_array(jvm.java.lang.Object, 2)
         arguments[0] = tree
         arguments[1] = path
         try:
-            self.method.invoke(None, arguments)
+            method.invoke(None, arguments)
             with open(path, encoding="utf-8") as dumped:
                 return dumped.read()
         finally:
@@ -78,7 +165,7 @@ class PlanDumper:
                 os.unlink(path)
 
 
-def _compile_dumper(gateway: Any) -> Any | None:
+def _compile_dumper(gateway: Any) -> tuple[Any, Any] | None:
     jvm = gateway.jvm
     try:
         loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
@@ -86,13 +173,50 @@ def _compile_dumper(gateway: Any) -> Any | None:
         compiler.setParentClassLoader(loader)
         compiler.cook(_DUMPER_SOURCE)
         helper = compiler.getClassLoader().loadClass(_DUMPER_CLASS)
-        parameter_types = gateway.new_array(jvm.java.lang.Class, 2)
-        parameter_types[0] = jvm.java.lang.Class.forName("org.apache.spark.sql.catalyst.trees.TreeNode", True, loader)
-        parameter_types[1] = jvm.java.lang.Class.forName("java.lang.String")
-        return helper.getMethod("dump", parameter_types)
+        return (
+            helper.getMethod("dump", _parameter_types(gateway, loader, "org.apache.spark.sql.catalyst.trees.TreeNode")),
+            helper.getMethod(
+                "describe", _parameter_types(gateway, loader, "org.apache.spark.sql.catalyst.plans.logical.LogicalPlan")
+            ),
+        )
     except Exception as error:  # noqa: BLE001
-        log.info("Janino plan dumper unavailable (%s); plans go through toJSON()", error)
+        log.info("Janino plan helper unavailable (%s); plans go through toJSON()", error)
         return None
+
+
+def _parameter_types(gateway: Any, loader: Any, first_class: str) -> Any:
+    jvm = gateway.jvm
+    parameter_types = gateway.new_array(jvm.java.lang.Class, 2)
+    parameter_types[0] = jvm.java.lang.Class.forName(first_class, True, loader)
+    parameter_types[1] = jvm.java.lang.Class.forName("java.lang.String")
+    return parameter_types
+
+
+# leaves read entirely from the helper's description; any other leaf takes the py4j path
+DESCRIBED_LEAF_CLASSES = frozenset({"LogicalRelation", "LocalRelation", "OneRowRelation", "Range", "LogicalRDD"})
+
+
+def described_relation(description: dict[str, Any]) -> RelationInfo | None:
+    """RelationInfo from one `describe_leaves` entry; None for leaves that are no dataset."""
+    if description["class"] != "LogicalRelation" or description.get("relation") != "HadoopFsRelation":
+        return None
+    table = description.get("table")
+    return RelationInfo(
+        node_class="LogicalRelation",
+        paths=tuple(description.get("paths", ())),
+        format=description.get("format") or description.get("provider"),
+        table=TableRef(table["name"], table.get("database"), table.get("catalog")) if table else None,
+        table_location=description.get("location"),
+        schema=schema_fields(description["schema"]),
+    )
+
+
+def fully_described(descriptions: list[dict[str, Any]]) -> bool:
+    return all(
+        d["class"] in DESCRIBED_LEAF_CLASSES
+        and (d["class"] != "LogicalRelation" or d.get("relation") == "HadoopFsRelation")
+        for d in descriptions
+    )
 
 
 # scala collection helpers ----------------------------------------------------------------
