@@ -92,3 +92,18 @@ def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
     assert failures == ["InsertIntoHadoopFsRelationCommand"]
     assert len(listener.extraction_ms) == 1
     assert spark.read.parquet(str(tmp_path / "out")).count() == 2
+
+
+def test_helper_describes_leaves_as_the_py4j_path_does(spark, tmp_path: Path):
+    spark.range(3).selectExpr("id", "named_struct('a', id) AS s").write.parquet(str(tmp_path / "files"))
+    spark.range(2).write.mode("overwrite").saveAsTable("described_table")
+    frame = spark.read.parquet(str(tmp_path / "files")).join(spark.table("described_table"), "id")
+    plan = frame._jdf.queryExecution().optimizedPlan()
+    described = jvm.PlanDumper(spark.sparkContext._gateway).describe_leaves(plan)
+    assert described is not None and jvm.fully_described(described)
+    leaves = jvm.leaves_with_subqueries(plan)
+    assert [d["key"] for d in described] == [jvm.leaf_key(leaf) for leaf in leaves]
+    from_helper = [jvm.described_relation(d) for d in described]
+    from_py4j = [jvm.relation_info(leaf, jvm.simple_class(leaf)) for leaf in leaves]
+    assert from_helper == from_py4j
+    assert {info.table.qualified for info in from_helper if info.table} == {"default.described_table"}
