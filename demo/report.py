@@ -56,7 +56,12 @@ def lineage_rows(events: Iterable[dict[str, Any]]) -> list[LineageRow]:
 
 def render_table(rows: list[LineageRow]) -> str:
     header = ("output column", "", "input column", "type/subtype", "expression")
-    cells = [header] + [(r.output, "<-", r.source, r.kind, r.expression) for r in rows]
+    return format_table(header, [(r.output, "<-", r.source, r.kind, r.expression) for r in rows])
+
+
+def format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> str:
+    """Plain-text columns, a dashed line under the header."""
+    cells = [header, *rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * width for width in widths))

@@ -59,6 +59,7 @@ class Pipeline:
         self._merged: deque[tuple[str, int]] = deque(maxlen=RECENT_WRITES_KEPT)  # (table, wrapper qe id)
         self._lock = threading.Lock()
         self._app_completed = False
+        self.emitted_events = 0  # handed to the transport (which may still be delivering them)
 
     # application run -------------------------------------------------------------------
     def start_application(self, when: datetime | None = None) -> None:
@@ -137,6 +138,8 @@ class Pipeline:
             self.client.emit(event)
         except Exception as error:  # noqa: BLE001 - a transport failure must never reach the job
             log.warning("OpenLineage event not emitted: %s", error)
+        else:
+            self.emitted_events += 1
 
     def parent_facet(self) -> Any:
         return facets.parent_facet(self.app_run_id, *self.app_job)
