@@ -12,4 +12,4 @@ COPY consumer ./consumer
 COPY demo ./demo
 RUN pip install --no-cache-dir ".[emitter]"
 ENTRYPOINT ["python", "-m", "emitter", "run"]
-CMD ["-m", "demo.pipeline"]
+CMD ["demo/pipeline.py", "/tmp/demo-output"]
