@@ -68,10 +68,12 @@ IMPLICIT_CAST_TYPES = frozenset({"binary", "timestamp", "date", "double", "long"
 GROUPING_ID_NAMES = frozenset({"gid", "spark_grouping_id"})
 
 # Wrappers the optimizer adds around a value without changing it in the user's terms.
+# Empty2Null: a file write's planner wraps string partition columns so '' lands in the
+# __HIVE_DEFAULT_PARTITION__ directory; the user wrote the column through unchanged.
 TRANSPARENT = frozenset({
     "KnownFloatingPointNormalized", "NormalizeNaNAndZero", "PromotePrecision", "CheckOverflow",
     "UnscaledValue", "MakeDecimal", "KnownNotNull", "KnownNullable", "OuterReference",
-    "AssertNotNull", "ToPrettyString",
+    "AssertNotNull", "ToPrettyString", "Empty2Null",
 })
 
 
