@@ -16,8 +16,14 @@ def _v1_initial(connection: Connection) -> None:
         connection.exec_driver_sql(f"CREATE VIEW {name} AS {body}")
 
 
+def _v2_dataset_versions_by_run(connection: Connection) -> None:
+    # v1 stores were created before this index existed; create_all gives it to new stores already
+    connection.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_dataset_versions_run ON dataset_versions (run_id)")
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "tables, indexes and the Paimon lineage views", _v1_initial),
+    (2, "index dataset versions by the run that wrote them", _v2_dataset_versions_by_run),
 )
 LATEST_VERSION = MIGRATIONS[-1][0]
 

@@ -146,6 +146,7 @@ dataset_versions = Table(
     Column("facets", Json, nullable=False),
     Column("created_at", Time, nullable=False),
     UniqueConstraint("dataset_id", "version", name="uq_dataset_versions_dataset_version"),
+    Index("ix_dataset_versions_run", "run_id"),  # a run's input/output versions (the runs API)
 )
 
 dataset_tags = Table(

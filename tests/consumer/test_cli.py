@@ -48,8 +48,28 @@ def test_missing_broker_is_one_line_and_a_nonzero_exit(sqlite_url):
 def test_migrate_is_versioned_and_idempotent(store_url):
     first = _consumer("migrate", "--store", store_url)
     second = _consumer("migrate", env={"LINEAGE_STORE_URL": store_url})
-    assert first.stdout.strip() == "schema at version 1 (applied 1)"
-    assert second.stdout.strip() == "schema at version 1 (nothing to apply)"
+    assert first.stdout.strip() == "schema at version 2 (applied 1, 2)"
+    assert second.stdout.strip() == "schema at version 2 (nothing to apply)"
+
+
+def test_migrate_upgrades_a_version_1_store(store_url):
+    from sqlalchemy import create_engine, inspect
+
+    from consumer.store.migrations import MIGRATIONS, migrate
+
+    engine = create_engine(store_url)
+    try:
+        with engine.begin() as connection:  # a store as version 1 left it: without the run index
+            MIGRATIONS[0][2](connection)
+            connection.exec_driver_sql("DROP INDEX ix_dataset_versions_run")
+            connection.exec_driver_sql(
+                "INSERT INTO schema_version (version, description, applied_at) VALUES (1, 'v1', CURRENT_TIMESTAMP)"
+            )
+        assert migrate(engine) == [2]
+        indexes = {index["name"] for index in inspect(engine).get_indexes("dataset_versions")}
+        assert "ix_dataset_versions_run" in indexes
+    finally:
+        engine.dispose()
 
 
 def test_replay_rebuilds_the_same_stores_with_a_progress_bar(store, store_url):
