@@ -65,6 +65,12 @@ class Attachment:
             self.spark._jsparkSession.listenerManager().unregister(self.listener)
         except Exception as error:  # noqa: BLE001
             log.debug("listener not unregistered: %s", error)
+        try:  # else the streaming listener would keep emitting through the closed client
+            from emitter.listener import streaming
+
+            streaming.unregister(self.spark)
+        except Exception as error:  # noqa: BLE001
+            log.debug("streaming listener not unregistered: %s", error)
 
     def wait_for_listener_bus(self) -> None:
         """Let Spark deliver every pending callback (they run on the listener bus thread)."""

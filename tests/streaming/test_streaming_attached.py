@@ -96,3 +96,12 @@ def test_reattaching_a_session_replaces_its_streaming_listener(attached: tuple[A
     close_session(spark)
     assert attach(spark, {"transport": {"type": "file", "log_file_path": str(tmp_path / "again.jsonl")}}) is not None
     assert len(spark._jsparkSession.streams().listListeners()) == before
+
+
+def test_closing_a_session_removes_its_streaming_listener(attached: tuple[Any, Path]) -> None:
+    from emitter.listener import close_session
+
+    spark, _ = attached
+    before = len(spark._jsparkSession.streams().listListeners())
+    close_session(spark)
+    assert len(spark._jsparkSession.streams().listListeners()) == before - 1, "no emitting through a closed client"
