@@ -26,7 +26,12 @@ def _as_bool(value: Any) -> bool:
 @frozen
 class EmitterConfig:
     namespace: str = DEFAULT_NAMESPACE
-    job_name: str | None = None  # replaces the `{appName}.{command}.{output}` job name
+    # `spark.openlineage.jobName`: replaces only the `{appName}` part of every action and streaming
+    # job name, so each output keeps its own stable job: `{jobName}.{command}.{output}`.
+    job_name: str | None = None
+    # `spark.openlineage.fullJobName`: the whole name of every action run and streaming query of
+    # the session. Meant for scripts with one output: distinct writes would share one job.
+    full_job_name: str | None = None
     disabled: bool = False
     emit_reads: bool = False  # collect/count/show become runs with inputs only
     transport: Mapping[str, Any] | None = field(default=None)  # None: openlineage-python decides
@@ -42,6 +47,7 @@ class EmitterConfig:
 _SPARK_KEYS = {
     "namespace": "namespace",
     "jobName": "job_name",
+    "fullJobName": "full_job_name",
     "disabled": "disabled",
     "emitReads": "emit_reads",
     "closeTimeoutSeconds": "close_timeout_s",

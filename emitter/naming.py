@@ -77,5 +77,8 @@ def normalize(part: str) -> str:
 
 
 def job_name(app_name: str, command: str, output: str) -> str:
+    """`{app}.{command}.{output}`, each part normalized. `app_name` is the Spark app name, or the
+    `spark.openlineage.jobName` conf when set (it replaces only this part; `fullJobName` replaces
+    the whole name and bypasses this function)."""
     parts = [normalize(app_name) or "spark", normalize(snake_case(command)), normalize(output)]
     return ".".join(part for part in parts if part)

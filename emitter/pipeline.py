@@ -209,6 +209,9 @@ def build_action_events(capture: Capture, pipeline: Pipeline) -> list[RunEvent]:
 
 
 def action_job_name(capture: Capture, pipeline: Pipeline) -> str:
+    """`{appName}.{command}.{output}`; conf `jobName` replaces the app part, `fullJobName` all of it."""
+    if pipeline.config.full_job_name:
+        return pipeline.config.full_job_name
     app = pipeline.config.job_name or pipeline.session.app_name
     if capture.write is None:
         first = next(iter(capture.leaves.values()), None)

@@ -26,6 +26,7 @@ MAX_TO_STRING_FIELDS = "100000"  # Spark truncates field lists in plan JSON beyo
 _CONF_KEYS = (
     "spark.openlineage.namespace",
     "spark.openlineage.jobName",
+    "spark.openlineage.fullJobName",
     "spark.openlineage.disabled",
     "spark.openlineage.emitReads",
     "spark.openlineage.closeTimeoutSeconds",

@@ -281,8 +281,10 @@ class LineageStreamingListener(StreamingQueryListener):
         spark_version: str,
         table_namespace: str,
         parent: Any | None = None,
+        full_job_name: str | None = None,
     ) -> None:
         self.spark = spark
+        self.full_job_name = full_job_name
         self.emit = emit
         self.namespace = namespace
         self.app_name = app_name
@@ -355,9 +357,14 @@ class LineageStreamingListener(StreamingQueryListener):
         self.emit(self._event("FAIL" if failed else "COMPLETE", when, run, self._inputs(run, None), self._outputs(run, None), extra))
 
     # reading the query -------------------------------------------------------------------
+    def _job(self, name: str | None, query_id: str, sink: Endpoint | None) -> tuple[str, str]:
+        if self.full_job_name:
+            return self.namespace, self.full_job_name
+        return job_for(self.app_name, self.namespace, name, query_id, sink)
+
     def _describe(self, inner: Any, query_id: str, run_id: str, name: str | None) -> StreamingRun:
         if inner is None:  # ended before we could look: a run without datasets
-            return StreamingRun(query_id, run_id, name, job_for(self.app_name, self.namespace, name, query_id, None),
+            return StreamingRun(query_id, run_id, name, self._job(name, query_id, None),
                                 None, (), {}, None)
         checkpoint = jvm.guarded(None, lambda: str(inner.resolvedCheckpointRoot()))
         sink = jvm.guarded(None, lambda: endpoint_from_description(str(inner.sink().toString())))
@@ -367,7 +374,7 @@ class LineageStreamingListener(StreamingQueryListener):
             query_id,
             run_id,
             name,
-            job_for(self.app_name, self.namespace, name, query_id, sink),
+            self._job(name, query_id, sink),
             checkpoint,
             tuple(endpoint_from_description(description) for _, description in leaves.stream),
             leaves.static,
@@ -557,6 +564,7 @@ def register(spark: Any, pipeline: Any) -> LineageStreamingListener:
         spark_version=session.spark_version,
         table_namespace=pipeline.table_namespace,
         parent=pipeline.parent_facet(),
+        full_job_name=pipeline.config.full_job_name,
     )
     unregister(spark)
     spark.streams.addListener(listener)

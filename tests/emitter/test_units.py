@@ -182,3 +182,10 @@ def test_job_name_override_replaces_the_app_part():
     pipeline, client = _pipeline(job_name="nightly")
     pipeline.handle(_capture("command", 4, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/o"))
     assert client.events[0]["job"]["name"] == "nightly.insert_into_hadoop_fs_relation_command.o"
+
+
+def test_full_job_name_conf_replaces_the_whole_name():
+    config = load_config({"spark.openlineage.fullJobName": "nightly_load", "spark.openlineage.jobName": "x"}, None, {})
+    pipeline, client = _pipeline(full_job_name=config.full_job_name, job_name=config.job_name)
+    pipeline.handle(_capture("command", 4, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/o"))
+    assert [e["job"]["name"] for e in client.events] == ["nightly_load", "nightly_load"]
