@@ -32,6 +32,7 @@ def create_app(store: Any, settings: Any = None) -> FastAPI:
     install_error_handlers(app)
     app.add_middleware(KeepEncodedSlashes)
     app.include_router(marquez.router)
+    app.include_router(marquez.search_v2beta)
     app.include_router(lineage_store.router)
     ingestion = _ingestion_router()
     if ingestion is not None:

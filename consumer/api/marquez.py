@@ -1,18 +1,22 @@
-"""Marquez-compatible read routes under /api/v1: shapes, ordering and paging as Marquez serves them,
-so Marquez Web and marquez-python work unchanged. Each route only parses input and hands it to
-consumer.query.marquez."""
+"""Marquez-compatible routes under /api/v1 (and Marquez's /api/v2beta/search): shapes, ordering and paging
+as Marquez serves them, so Marquez Web and marquez-python work unchanged. Tag writes need the bearer token.
+Each route only parses input and hands it to consumer.query.marquez."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel
 
+from consumer.api.auth import require_token
 from consumer.api.paths import segment
 from consumer.query import marquez as q
 from consumer.query.errors import BadParameter
 
 router = APIRouter(prefix="/api/v1")
+search_v2beta = APIRouter(prefix="/api/v2beta/search", tags=["Search"])
+Guarded = [Depends(require_token)]
 
 Limit = Query(100, ge=0, le=10_000, description="The number of results to return from offset.")
 Offset = Query(0, ge=0, description="The initial position from which to return results.")
@@ -148,6 +152,63 @@ def entity_stats(
     timezone: str = Query("UTC"),
 ) -> list:
     return q.entity_stats(_store(request), entity, period, timezone)
+
+
+@search_v2beta.get("/jobs")
+def search_jobs(request: Request, q_: str = Query(..., alias="q", min_length=1), limit: int = Query(10, ge=0, le=10_000)) -> dict:
+    """Marquez's OpenSearch-backed job search as `{hits, highlights}`, answered by the /search name match."""
+    return q.search_hits(_store(request), q_, "JOB", limit)
+
+
+@search_v2beta.get("/datasets")
+def search_datasets(request: Request, q_: str = Query(..., alias="q", min_length=1), limit: int = Query(10, ge=0, le=10_000)) -> dict:
+    """Marquez's OpenSearch-backed dataset search as `{hits, highlights}`, answered by the /search name match."""
+    return q.search_hits(_store(request), q_, "DATASET", limit)
+
+
+class TagDescription(BaseModel):
+    description: str | None = None
+
+
+@router.put("/tags/{tag}", tags=["Tags"], dependencies=Guarded)
+def put_tag(request: Request, tag: str, body: TagDescription | None = None) -> dict:
+    return q.put_tag(_store(request), segment(tag), body.description if body else None)
+
+
+@router.delete("/tags/{tag}", tags=["Tags"], dependencies=Guarded)
+def delete_tag(request: Request, tag: str) -> dict:
+    return q.delete_tag(_store(request), segment(tag))
+
+
+@router.post("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
+@router.put("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
+def tag_job(request: Request, namespace: str, job: str, tag: str) -> dict:
+    return q.tag_job(_store(request), segment(namespace), segment(job), segment(tag))
+
+
+@router.delete("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
+def untag_job(request: Request, namespace: str, job: str, tag: str) -> dict:
+    return q.untag_job(_store(request), segment(namespace), segment(job), segment(tag))
+
+
+@router.post("/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+def tag_dataset(request: Request, namespace: str, dataset: str, tag: str) -> dict:
+    return q.tag_dataset(_store(request), segment(namespace), segment(dataset), segment(tag))
+
+
+@router.delete("/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+def untag_dataset(request: Request, namespace: str, dataset: str, tag: str) -> dict:
+    return q.untag_dataset(_store(request), segment(namespace), segment(dataset), segment(tag))
+
+
+@router.post("/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+def tag_field(request: Request, namespace: str, dataset: str, field: str, tag: str) -> dict:
+    return q.tag_field(_store(request), segment(namespace), segment(dataset), segment(field), segment(tag), add=True)
+
+
+@router.delete("/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+def untag_field(request: Request, namespace: str, dataset: str, field: str, tag: str) -> dict:
+    return q.tag_field(_store(request), segment(namespace), segment(dataset), segment(field), segment(tag), add=False)
 
 
 _RUN_STATES = {"NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED"}

@@ -1,20 +1,23 @@
-"""Marquez-shaped reads: namespaces, tags, jobs, runs, datasets, versions, events, search, stats,
-and the `/lineage` and `/column-lineage` graphs. Returns plain dicts in Marquez's JSON shapes,
-ordered and paged as Marquez does (names ascending; runs, versions and events newest first)."""
+"""Marquez-shaped reads: namespaces, tags, jobs, runs, datasets, versions, events, search (v1 and v2beta),
+stats, and the `/lineage` and `/column-lineage` graphs; plus Marquez's tag writes (jobs, datasets, fields).
+Returns plain dicts in Marquez's JSON shapes, ordered and paged as Marquez does (names ascending; runs,
+versions and events newest first)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import Connection, func, literal, select, union_all
 
 from consumer.query import graph
-from consumer.query.db import as_json, check_depth, check_page, iso, like_contains, parse_instant, reading
+from consumer.query.db import as_json, check_depth, check_page, engine_of, iso, like_contains, parse_instant, reading
 from consumer.query.errors import BadParameter, NotFound
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.store import schema as s
@@ -682,3 +685,188 @@ def _field_graph(fields: dict[int, Any], edges: Sequence[Any]) -> list[dict]:
 
 def _field_sort(f: Any) -> tuple[str, str, str]:
     return f.namespace, f.dataset, f.field
+
+
+# ---------------------------------------------------------------- v2beta search (Marquez's OpenSearch-backed routes)
+
+# Marquez indexes the last event's type; our runs keep the state that event left behind.
+_EVENT_TYPE_OF_STATE = {"NEW": "START", "RUNNING": "RUNNING", "COMPLETED": "COMPLETE", "FAILED": "FAIL", "ABORTED": "ABORT"}
+
+
+def search_hits(store: Any, text: str, kind: str, limit: int) -> dict:
+    """Marquez `GET /api/v2beta/search/{jobs,datasets}`: `{hits, highlights}` as Marquez builds them from
+    OpenSearch documents, answered with the `/search` name match (case-insensitive substring, % and _ wildcards).
+    A highlight marks the matched part of the name the way OpenSearch's plain highlighter does (`<em>`)."""
+    check_page(limit, 0)
+    table = s.jobs if kind == "JOB" else s.datasets
+    pattern = like_contains(text)
+    with reading(store) as conn:
+        matches = table.c.name.ilike(pattern) if conn.dialect.name == "postgresql" else table.c.name.like(pattern)
+        select_rows = _job_select() if kind == "JOB" else _dataset_select().where(s.datasets.c.is_deleted.is_(False))
+        rows = conn.execute(select_rows.where(matches).order_by(table.c.name, s.namespaces.c.name).limit(limit)).all()
+        hits = _job_hits(conn, rows) if kind == "JOB" else _dataset_hits(conn, rows)
+    return {"hits": hits, "highlights": [_highlight(text, hit["name"]) for hit in hits]}
+
+
+def _runs_by_row_id(conn: Connection, run_ids: Iterable[int | None]) -> dict[int, Any]:
+    ids = sorted({i for i in run_ids if i is not None})
+    if not ids:
+        return {}
+    return {r.id: r for r in conn.execute(select(s.runs.c.id, s.runs.c.uuid, s.runs.c.state, s.runs.c.facets).where(s.runs.c.id.in_(ids)))}
+
+
+def _job_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
+    runs = _runs_by_row_id(conn, [row.latest_run_id for row in rows])
+    hits = []
+    for row in rows:
+        run = runs.get(row.latest_run_id)
+        hits.append({
+            "run_id": run.uuid if run else None,
+            "eventType": _EVENT_TYPE_OF_STATE.get(run.state) if run else None,
+            "name": row.name,
+            "type": row.type,
+            "namespace": row.namespace,
+            "facets": as_json(row.facets) or {},
+            "runFacets": (as_json(run.facets) or {}) if run else {},
+        })
+    return hits
+
+
+def _dataset_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
+    latest_run: dict[int, int] = {}
+    if rows:
+        versions = conn.execute(
+            select(s.dataset_versions.c.dataset_id, s.dataset_versions.c.run_id)
+            .where(s.dataset_versions.c.dataset_id.in_([row.id for row in rows]))
+            .order_by(s.dataset_versions.c.created_at.desc(), s.dataset_versions.c.id.desc())
+        )
+        for dataset, run_id in versions:
+            latest_run.setdefault(dataset, run_id)
+    runs = _runs_by_row_id(conn, latest_run.values())
+    hits = []
+    for row in rows:
+        run = runs.get(latest_run.get(row.id))
+        hits.append({
+            "run_id": run.uuid if run else None,
+            "eventType": _EVENT_TYPE_OF_STATE.get(run.state) if run else None,
+            "name": row.name,
+            "namespace": row.namespace,
+            "facets": as_json(row.facets) or {},
+            "inputFacets": {},
+            "outputFacets": {},
+        })
+    return hits
+
+
+def _highlight(text: str, name: str) -> dict[str, list[str]]:
+    # the LIKE pattern as a regex: % any run, _ any one character, everything else literal
+    regex = "".join(".*?" if c == "%" else "." if c == "_" else re.escape(c) for c in text.strip("%"))
+    found = re.search(regex, name, re.IGNORECASE)
+    if found is None or not found.group(0):
+        return {}
+    return {"name": [f"{name[:found.start()]}<em>{found.group(0)}</em>{name[found.end():]}"]}
+
+
+# ---------------------------------------------------------------- tag writes (Marquez's tag routes)
+
+
+@contextmanager
+def _writing(store: Any) -> Iterator[Connection]:
+    with engine_of(store).begin() as connection:
+        yield connection
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def put_tag(store: Any, name: str, description: str | None) -> dict:
+    """Marquez `PUT /tags/{tag}`: create the tag or replace its description."""
+    with _writing(store) as conn:
+        found = conn.execute(select(s.tags.c.id).where(s.tags.c.name == name)).scalar()
+        if found is None:
+            conn.execute(s.tags.insert().values(name=name, description=description, created_at=_now(), updated_at=_now()))
+        else:
+            conn.execute(s.tags.update().where(s.tags.c.id == found).values(description=description, updated_at=_now()))
+    return {"name": name, "description": description}
+
+
+def delete_tag(store: Any, name: str) -> dict:
+    """Remove the tag everywhere: from jobs, datasets and fields, then the tag itself."""
+    with _writing(store) as conn:
+        row = conn.execute(select(s.tags).where(s.tags.c.name == name)).first()
+        if row is None:
+            raise NotFound(f"tag '{name}' not found")
+        conn.execute(s.job_tags.delete().where(s.job_tags.c.tag_id == row.id))
+        conn.execute(s.dataset_tags.delete().where(s.dataset_tags.c.tag_id == row.id))
+        for field_id_, tags in conn.execute(select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(s.dataset_fields.c.tags.is_not(None))):
+            names = as_json(tags) or []
+            if name in names:
+                conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == field_id_)
+                             .values(tags=[t for t in names if t != name], updated_at=_now()))
+        conn.execute(s.tags.delete().where(s.tags.c.id == row.id))
+    return {"name": row.name, "description": row.description}
+
+
+def _tag_id(conn: Connection, name: str) -> int:
+    """The tag's id; a tag named for the first time is created (without description), so tagging never fails on it."""
+    found = conn.execute(select(s.tags.c.id).where(s.tags.c.name == name)).scalar()
+    if found is not None:
+        return found
+    return conn.execute(
+        s.tags.insert().values(name=name, description=None, created_at=_now(), updated_at=_now()).returning(s.tags.c.id)
+    ).scalar_one()
+
+
+def _link(conn: Connection, link: Any, owner_column: str, owner: int, tag: int) -> None:
+    exists = conn.execute(select(link.c.tag_id).where(link.c[owner_column] == owner, link.c.tag_id == tag)).first()
+    if exists is None:
+        conn.execute(link.insert().values({owner_column: owner, "tag_id": tag, "tagged_at": _now()}))
+
+
+def _unlink(conn: Connection, link: Any, owner_column: str, owner: int, tag_name: str) -> None:
+    tag = conn.execute(select(s.tags.c.id).where(s.tags.c.name == tag_name)).scalar()
+    if tag is not None:
+        conn.execute(link.delete().where(link.c[owner_column] == owner, link.c.tag_id == tag))
+
+
+def tag_job(store: Any, namespace: str, job: str, tag: str) -> dict:
+    with _writing(store) as conn:
+        _link(conn, s.job_tags, "job_id", _job_id(conn, namespace, job), _tag_id(conn, tag))
+    return get_job(store, namespace, job)
+
+
+def untag_job(store: Any, namespace: str, job: str, tag: str) -> dict:
+    with _writing(store) as conn:
+        _unlink(conn, s.job_tags, "job_id", _job_id(conn, namespace, job), tag)
+    return get_job(store, namespace, job)
+
+
+def tag_dataset(store: Any, namespace: str, dataset: str, tag: str) -> dict:
+    with _writing(store) as conn:
+        _link(conn, s.dataset_tags, "dataset_id", _dataset_row(conn, namespace, dataset).id, _tag_id(conn, tag))
+    return get_dataset(store, namespace, dataset)
+
+
+def untag_dataset(store: Any, namespace: str, dataset: str, tag: str) -> dict:
+    with _writing(store) as conn:
+        _unlink(conn, s.dataset_tags, "dataset_id", _dataset_row(conn, namespace, dataset).id, tag)
+    return get_dataset(store, namespace, dataset)
+
+
+def tag_field(store: Any, namespace: str, dataset: str, field: str, tag: str, *, add: bool) -> dict:
+    """Field tags live in the field row's `tags` list (as ingestion stores a schema facet's field tags)."""
+    with _writing(store) as conn:
+        dataset_row_id = _dataset_row(conn, namespace, dataset).id
+        row = conn.execute(
+            select(s.dataset_fields.c.id, s.dataset_fields.c.tags)
+            .where(s.dataset_fields.c.dataset_id == dataset_row_id, s.dataset_fields.c.name == field)
+        ).first()
+        if row is None:
+            raise NotFound(f"field '{field}' not found in dataset '{dataset}' of namespace '{namespace}'")
+        names = [t for t in as_json(row.tags) or [] if t != tag]
+        if add:
+            _tag_id(conn, tag)
+            names = sorted([*names, tag])
+        conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=names, updated_at=_now()))
+    return get_dataset(store, namespace, dataset)
