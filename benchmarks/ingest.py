@@ -21,7 +21,7 @@ import random
 import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -32,23 +32,7 @@ from consumer.ingest import Ingestor
 from consumer.kafka_io import DeadLetters, EventSource
 from consumer.store import open_store
 from demo.broker import start_tansu
-
-PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
-FACETS = "https://openlineage.io/spec/facets"
-SNAPSHOT_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet"
-START_TIME = datetime(2026, 1, 1, tzinfo=timezone.utc)
-
-
-def _dataset(name: str, columns: list[str], snapshot: str | None = None) -> dict[str, Any]:
-    facets: dict[str, Any] = {
-        "schema": {"_producer": PRODUCER, "_schemaURL": f"{FACETS}/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
-                   "fields": [{"name": c, "type": "string"} for c in columns]},
-        "symlinks": {"_producer": PRODUCER, "_schemaURL": f"{FACETS}/1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
-                     "identifiers": [{"namespace": "spark_catalog", "name": f"bench.{name}", "type": "TABLE"}]},
-    }
-    if snapshot:
-        facets["snapshot"] = {"_producer": PRODUCER, "_schemaURL": SNAPSHOT_URL, "snapshotId": snapshot, "kind": "content"}
-    return {"namespace": "file", "name": f"/warehouse/bench.db/{name}", "facets": facets}
+from tests.support.events import BASE_TIME, batch_write, table, with_column_lineage
 
 
 def spark_events(runs: int, seed: int = 7) -> Iterator[dict[str, Any]]:
@@ -57,34 +41,19 @@ def spark_events(runs: int, seed: int = 7) -> Iterator[dict[str, Any]]:
     for index in range(runs):
         width = rng.randint(10, 40)
         columns = [f"col_{i}" for i in range(width)]
-        source = _dataset(f"src_{rng.randrange(300)}", columns, snapshot=f"in-{index}")
-        dim = _dataset(f"dim_{rng.randrange(20)}", ["key", "label"], snapshot=f"dim-{index // 50}")
+        source = _table(f"src_{rng.randrange(300)}", columns, snapshot=f"in-{index}")
+        dim = _table(f"dim_{rng.randrange(20)}", ["key", "label"], snapshot=f"dim-{index // 50}")
         target_name = f"tgt_{rng.randrange(300)}"
-        output = _dataset(target_name, columns, snapshot=f"out-{index}")
-        direct = lambda col: [{"type": "DIRECT", "subtype": "IDENTITY", "description": "", "masking": False}]  # noqa: E731
-        output["facets"]["columnLineage"] = {
-            "_producer": PRODUCER,
-            "_schemaURL": f"{FACETS}/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet",
-            "fields": {c: {"inputFields": [{"namespace": "file", "name": source["name"], "field": c,
-                                            "transformations": direct(c)}]} for c in columns},
-            "dataset": [{"namespace": "file", "name": d["name"], "field": f,
-                         "transformations": [{"type": "INDIRECT", "subtype": "JOIN", "description": "", "masking": False}]}
-                        for d, f in ((source, "col_0"), (dim, "key"))],
-        }
+        output = with_column_lineage(_table(target_name, columns, snapshot=f"out-{index}"),
+                                     {c: [(source, c)] for c in columns},
+                                     indirect=[(source, "col_0", "JOIN"), (dim, "key", "JOIN")])
         run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-        for offset, event_type in ((0, "START"), (7, "COMPLETE")):
-            yield {
-                "eventType": event_type,
-                "eventTime": (START_TIME + timedelta(seconds=index * 10 + offset)).isoformat(),
-                "producer": PRODUCER,
-                "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
-                "run": {"runId": run_id, "facets": {}},
-                "job": {"namespace": "spark", "name": f"bench.insert_into.{target_name}", "facets": {
-                    "jobType": {"_producer": PRODUCER, "_schemaURL": f"{FACETS}/2-0-4/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                                "processingType": "BATCH", "integration": "SPARK", "jobType": "JOB"}}},
-                "inputs": [source, dim],
-                "outputs": [output],
-            }
+        yield from batch_write(f"bench.insert_into.{target_name}", [source, dim], output, run_id=run_id,
+                               start=BASE_TIME + timedelta(seconds=index * 10), duration=timedelta(seconds=7))
+
+
+def _table(name: str, columns: list[str], snapshot: str) -> dict[str, Any]:
+    return table("bench", name, columns, snapshot=snapshot, location=f"/warehouse/bench.db/{name}")
 
 
 def produce(bootstrap: str, topic: str, runs: int) -> int:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from kafka import KafkaProducer
 
-from tests.consumer.factory import batch_write, table, with_column_lineage
+from tests.support.events import batch_write, table, with_column_lineage
 from tests.consumer.helpers import dump, write_events
 from tests.support.broker import free_port, unique_topic
 from tests.support.paths import PROJECT_ROOT

@@ -10,7 +10,7 @@ import pytest
 
 from consumer.events import DATASET_EVENT, JOB_EVENT, RUN_EVENT, InvalidEvent, parse_time, validate
 from consumer.materialize import materialize
-from tests.consumer.factory import BASE_TIME, run_event, table, with_column_lineage
+from tests.support.events import BASE_TIME, run_event, table, with_column_lineage
 
 
 @pytest.mark.parametrize("text, expected", [

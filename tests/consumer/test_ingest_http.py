@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from consumer.api import create_app
-from tests.consumer.factory import batch_write, table, with_column_lineage
+from tests.support.events import batch_write, table, with_column_lineage
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from sqlalchemy import text
 from consumer.ingest import OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER, Ingestor
 from consumer.kafka_io import EventSource
 from consumer.kafka_io import DeadLetters
-from tests.consumer.factory import BASE_TIME, batch_write, run_event, table, with_column_lineage
+from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
 from tests.consumer.helpers import dump
 from tests.support.broker import read_topic, unique_topic
 

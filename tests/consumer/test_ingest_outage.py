@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, text
 
 from consumer.ingest import Ingestor
 from consumer.store import open_store
-from tests.consumer.factory import batch_write, table
+from tests.support.events import batch_write, table
 from tests.support.databases import POSTGRES_ADMIN_URL
 
 

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from sqlalchemy import text
 
-from tests.consumer.factory import BASE_TIME, batch_write, run_event, table, with_column_lineage
+from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
 from tests.consumer.helpers import dump, load_events, write_events
 
 

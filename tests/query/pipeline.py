@@ -1,5 +1,6 @@
 """A small Spark-like pipeline as OpenLineage events (the shapes our emitter sends: snapshot and version
-facets, columnLineage with transformation subtypes, symlinks), stored through the consumer's own ingestion.
+facets, columnLineage with transformation subtypes, symlinks), built with the shared event factory and
+stored through the consumer's own ingestion.
 
     file:/lake/src --ingest--> bronze --refine--> silver --publish--> gold
                                                    dim ------^
@@ -10,68 +11,36 @@ only twice, `publish` once more than that is impossible, so: silver s1,s2; gold 
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import Any
 
 from consumer.events import validate
 from consumer.materialize import materialize
-
-PRODUCER = "https://github.com/spark-lineage/spark-lineage/emitter"
-CORE = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
-SNAPSHOT_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet"
-NS = "file"
-JOB_NS = "spark"
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+from tests.support.events import BASE_TIME, batch_write, table, transformation, with_column_lineage
 
 SRC, BRONZE, SILVER, GOLD, DIM = "/lake/src", "/lake/bronze", "/lake/silver", "/lake/gold", "/lake/dim"
 COLUMNS = {SRC: ["id", "amount", "country"], BRONZE: ["id", "amount", "country"], SILVER: ["id", "amount_cents", "country"],
            GOLD: ["country", "total", "country_name"], DIM: ["country", "name"]}
+SNAP = {SRC: "src-{k}", BRONZE: "b{k}", SILVER: "s{k}", GOLD: "g{k}", DIM: "dim-1"}
 
-
-def _facet(url_name: str, **body: Any) -> dict:
-    return {"_producer": PRODUCER, "_schemaURL": f"https://openlineage.io/spec/facets/1-0-1/{url_name}.json#/$defs/{url_name}", **body}
-
-
-def _dataset(name: str, snapshot: str | None, lineage: dict | None = None) -> dict:
-    facets: dict[str, Any] = {
-        "schema": _facet("SchemaDatasetFacet", fields=[{"name": c, "type": "string"} for c in COLUMNS[name]]),
-        "symlinks": _facet("SymlinksDatasetFacet", identifiers=[{"namespace": "spark_catalog", "name": f"lake.{name.rsplit('/', 1)[1]}", "type": "TABLE"}]),
-    }
-    if snapshot:
-        facets["snapshot"] = {"_producer": PRODUCER, "_schemaURL": SNAPSHOT_URL, "snapshotId": snapshot, "kind": "content"}
-        facets["version"] = _facet("DatasetVersionDatasetFacet", datasetVersion=snapshot)
-    if lineage:
-        facets["columnLineage"] = {"_producer": PRODUCER,
-                                   "_schemaURL": "https://openlineage.io/spec/facets/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet",
-                                   **lineage}
-    return {"namespace": NS, "name": name, "facets": facets}
-
-
-def _input(dataset: str, field: str, kind: str, subtype: str, description: str = "", masking: bool = False) -> dict:
-    return {"namespace": NS, "name": dataset, "field": field,
-            "transformations": [{"type": kind, "subtype": subtype, "description": description, "masking": masking}]}
-
-
-LINEAGE = {
-    BRONZE: {"fields": {c: {"inputFields": [_input(SRC, c, "DIRECT", "IDENTITY")]} for c in COLUMNS[BRONZE]}},
+# output -> output column -> [(input location, input column, transformation)]
+LINEAGE: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {
+    BRONZE: {c: [(SRC, c, transformation())] for c in COLUMNS[BRONZE]},
     SILVER: {
-        "fields": {
-            "id": {"inputFields": [_input(BRONZE, "id", "DIRECT", "IDENTITY")]},
-            "amount_cents": {"inputFields": [_input(BRONZE, "amount", "DIRECT", "TRANSFORMATION", "amount * 100")]},
-            "country": {"inputFields": [_input(BRONZE, "country", "DIRECT", "IDENTITY"),
-                                        _input(BRONZE, "amount", "INDIRECT", "FILTER", "amount > 0")]},
-        },
+        "id": [(BRONZE, "id", transformation())],
+        "amount_cents": [(BRONZE, "amount", transformation("DIRECT", "TRANSFORMATION", "amount * 100"))],
+        "country": [(BRONZE, "country", transformation()),
+                    (BRONZE, "amount", transformation("INDIRECT", "FILTER", "amount > 0"))],
     },
     GOLD: {
-        "fields": {
-            "country": {"inputFields": [_input(SILVER, "country", "DIRECT", "IDENTITY")]},
-            "total": {"inputFields": [_input(SILVER, "amount_cents", "DIRECT", "AGGREGATION", "sum(amount_cents)"),
-                                      _input(SILVER, "country", "INDIRECT", "GROUP_BY")]},
-            "country_name": {"inputFields": [_input(DIM, "name", "DIRECT", "IDENTITY", masking=True)]},
-        },
-        "dataset": [_input(SILVER, "country", "INDIRECT", "JOIN"), _input(DIM, "country", "INDIRECT", "JOIN")],
+        "country": [(SILVER, "country", transformation())],
+        "total": [(SILVER, "amount_cents", transformation("DIRECT", "AGGREGATION", "sum(amount_cents)")),
+                  (SILVER, "country", transformation("INDIRECT", "GROUP_BY"))],
+        "country_name": [(DIM, "name", transformation(masking=True))],
     },
 }
+# output -> dataset-level (input location, input column, INDIRECT subtype)
+DATASET_LINEAGE = {GOLD: [(SILVER, "country", "JOIN"), (DIM, "country", "JOIN")]}
 
 # job name -> (inputs, output, how many batches it ran)
 JOBS = {
@@ -79,27 +48,33 @@ JOBS = {
     "etl.refine": ([BRONZE], SILVER, 2),
     "etl.publish": ([SILVER, DIM], GOLD, 2),
 }
-SNAP = {SRC: "src-{k}", BRONZE: "b{k}", SILVER: "s{k}", GOLD: "g{k}", DIM: "dim-1"}
 
 
-def events() -> list[dict]:
-    produced: list[dict] = []
+def lake_table(location: str, batch: int | None = None) -> dict[str, Any]:
+    """The table at `location` (symlinked as lake.<name>), at its snapshot of `batch` if given."""
+    snapshot = SNAP[location].format(k=batch) if batch is not None else None
+    return table("lake", location.rsplit("/", 1)[1], COLUMNS[location], snapshot=snapshot, location=location)
+
+
+def _written(output: str, read: dict[str, dict[str, Any]], batch: int) -> dict[str, Any]:
+    lineage = {column: [(read[location], field, how) for location, field, how in sources]
+               for column, sources in LINEAGE[output].items()}
+    indirect = [(read[location], field, subtype) for location, field, subtype in DATASET_LINEAGE.get(output, [])]
+    return with_column_lineage(lake_table(output, batch), lineage, indirect)
+
+
+def events() -> list[dict[str, Any]]:
+    produced: list[dict[str, Any]] = []
     for k in range(1, 4):
         for step, (job, (inputs, output, batches)) in enumerate(JOBS.items()):
             if k > batches:
                 continue
-            start = T0 + timedelta(hours=k, minutes=10 * step)
-            run = str(uuid.UUID(int=k * 100 + step))
-            base = {"producer": PRODUCER, "schemaURL": CORE, "run": {"runId": run},
-                    "job": {"namespace": JOB_NS, "name": job, "facets": {"jobType": _facet(
-                        "JobTypeJobFacet", processingType="BATCH", integration="SPARK", jobType="SQL_JOB")}}}
-            ins = [_dataset(name, SNAP[name].format(k=k)) for name in inputs]
-            outs = [_dataset(output, SNAP[output].format(k=k), LINEAGE[output])]
-            produced.append({**base, "eventType": "START", "eventTime": start.isoformat(), "inputs": ins, "outputs": outs})
-            produced.append({**base, "eventType": "COMPLETE", "eventTime": (start + timedelta(minutes=5)).isoformat(),
-                             "inputs": ins, "outputs": outs})
+            read = {location: lake_table(location, k) for location in inputs}
+            produced += batch_write(job, list(read.values()), _written(output, read, k),
+                                    run_id=str(uuid.UUID(int=k * 100 + step)),
+                                    start=BASE_TIME + timedelta(hours=k, minutes=10 * step), duration=timedelta(minutes=5))
     return produced
 
 
-def ingest(store: Any, batch: list[dict]) -> None:
+def ingest(store: Any, batch: list[dict[str, Any]]) -> None:
     store.write([materialize(validate(event)) for event in batch])

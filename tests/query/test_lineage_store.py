@@ -9,7 +9,8 @@ import pytest
 from consumer.query import lineage_store as ls
 from consumer.query.cli import main
 from consumer.query.errors import BadParameter, NotFound
-from tests.query.pipeline import BRONZE, DIM, GOLD, SILVER, SRC, events, ingest
+from tests.query.pipeline import BRONZE, DIM, GOLD, SILVER, SRC, events, ingest, lake_table
+from tests.support.events import BASE_TIME, run_event
 
 
 @pytest.fixture
@@ -40,11 +41,9 @@ def test_downstream_tables_respect_the_depth_limit(pipeline_store):
 
 
 def test_a_cycle_terminates_and_each_table_appears_once(store):
-    from tests.query.pipeline import _dataset, PRODUCER, CORE
     cyclic = [
-        {"eventType": "COMPLETE", "eventTime": "2026-01-01T00:00:00+00:00", "producer": PRODUCER, "schemaURL": CORE,
-         "run": {"runId": f"00000000-0000-0000-0000-00000000000{i}"}, "job": {"namespace": "spark", "name": f"loop{i}"},
-         "inputs": [_dataset(a, None)], "outputs": [_dataset(b, None)]}
+        run_event("COMPLETE", f"loop{i}", [lake_table(a)], [lake_table(b)],
+                  run_id=f"00000000-0000-0000-0000-00000000000{i}", at=BASE_TIME)
         for i, (a, b) in enumerate([(BRONZE, SILVER), (SILVER, BRONZE)])
     ]
     ingest(store, cyclic)

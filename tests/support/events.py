@@ -1,4 +1,4 @@
-"""Realistic Spark-like OpenLineage events for consumer tests: what the emitter sends for one
+"""Realistic Spark-like OpenLineage events for tests and benchmarks: what the emitter sends for one
 write action (START / COMPLETE with schema, symlinks, columnLineage and snapshot facets) or one
 streaming micro-batch (RUNNING with the microBatch run facet)."""
 
@@ -21,8 +21,10 @@ def _facet(url: str, **fields: Any) -> dict[str, Any]:
 
 
 def table(database: str, name: str, columns: Sequence[str], *, snapshot: str | None = None,
-          kind: str = "content", batch_id: int | None = None, partitions: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    """A catalog table stored as files: namespace `file`, name = its location, symlink to db.table."""
+          kind: str = "content", batch_id: int | None = None, partitions: list[dict[str, str]] | None = None,
+          location: str | None = None) -> dict[str, Any]:
+    """A catalog table stored as files: namespace `file`, name = its location (default: under WAREHOUSE),
+    symlink to db.table."""
     facets: dict[str, Any] = {
         "schema": _facet(f"{FACETS}/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
                          fields=[{"name": column, "type": "string"} for column in columns]),
@@ -41,26 +43,35 @@ def table(database: str, name: str, columns: Sequence[str], *, snapshot: str | N
         facets["snapshot"] = snapshot_facet
         facets["version"] = _facet(f"{FACETS}/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet",
                                    datasetVersion=snapshot)
-    return {"namespace": "file", "name": f"{WAREHOUSE}/{database}.db/{name}", "facets": facets}
+    return {"namespace": "file", "name": location or f"{WAREHOUSE}/{database}.db/{name}", "facets": facets}
 
 
-def with_column_lineage(output: dict[str, Any], lineage: dict[str, list[tuple[dict[str, Any], str]]],
+def transformation(kind: str = "DIRECT", subtype: str = "IDENTITY", description: str = "",
+                   masking: bool = False) -> dict[str, Any]:
+    return {"type": kind, "subtype": subtype, "description": description, "masking": masking}
+
+
+Source = tuple[dict[str, Any], str] | tuple[dict[str, Any], str, dict[str, Any]]
+
+
+def with_column_lineage(output: dict[str, Any], lineage: dict[str, list[Source]],
                         indirect: Sequence[tuple[dict[str, Any], str, str]] = ()) -> dict[str, Any]:
-    """`lineage`: output column -> [(input dataset, input column)], all DIRECT/IDENTITY;
-    `indirect`: (input dataset, column, subtype) dataset-level inputs."""
-    def field(dataset: dict[str, Any], column: str, kind: str, subtype: str) -> dict[str, Any]:
-        return {"namespace": dataset["namespace"], "name": dataset["name"], "field": column,
-                "transformations": [{"type": kind, "subtype": subtype, "description": "", "masking": False}]}
+    """`lineage`: output column -> [(input dataset, input column[, transformation(...)])], DIRECT/IDENTITY
+    when the transformation is left out; `indirect`: (input dataset, column, subtype) dataset-level inputs."""
+    def field(dataset: dict[str, Any], column: str, how: dict[str, Any]) -> dict[str, Any]:
+        return {"namespace": dataset["namespace"], "name": dataset["name"], "field": column, "transformations": [how]}
 
     facet = _facet(
         f"{FACETS}/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet",
         fields={
-            column: {"inputFields": [field(dataset, source, "DIRECT", "IDENTITY") for dataset, source in sources]}
+            column: {"inputFields": [field(source[0], source[1], source[2] if len(source) == 3 else transformation())
+                                     for source in sources]}
             for column, sources in lineage.items()
         },
     )
     if indirect:
-        facet["dataset"] = [field(dataset, column, "INDIRECT", subtype) for dataset, column, subtype in indirect]
+        facet["dataset"] = [field(dataset, column, transformation("INDIRECT", subtype))
+                            for dataset, column, subtype in indirect]
     return {**output, "facets": {**output["facets"], "columnLineage": facet}}
 
 
@@ -92,12 +103,12 @@ def run_event(event_type: str, job: str, inputs: Sequence[dict[str, Any]], outpu
 
 
 def batch_write(job: str, inputs: Sequence[dict[str, Any]], output: dict[str, Any], *, run_id: str | None = None,
-                start: datetime = BASE_TIME) -> list[dict[str, Any]]:
+                start: datetime = BASE_TIME, duration: timedelta = timedelta(seconds=5)) -> list[dict[str, Any]]:
     """START then COMPLETE of one batch write action."""
     run_id = run_id or str(uuid.uuid4())
     return [
         run_event("START", job, inputs, [output], run_id=run_id, at=start),
-        run_event("COMPLETE", job, inputs, [output], run_id=run_id, at=start + timedelta(seconds=5)),
+        run_event("COMPLETE", job, inputs, [output], run_id=run_id, at=start + duration),
     ]
 
 
