@@ -143,3 +143,66 @@ def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_boo
 
     assert sum(m.stats.stored for m in members) == len(events)
     assert all(m.stats.records > 0 for m in members)
+
+
+EMITTED_PIPELINE = '''
+import sys
+from pyspark.sql import functions as F
+base = sys.argv[1]
+spark.createDataFrame([(1, "FR", 2.0), (2, "NO", 0.0), (3, "FR", 5.0)], "id long, country string, amount double") \\
+    .write.mode("overwrite").parquet(f"{base}/src")
+spark.read.parquet(f"{base}/src").where("amount > 0") \\
+    .select("id", "country", (F.col("amount") * 100).alias("cents")).write.mode("overwrite").parquet(f"{base}/silver")
+'''
+
+
+@pytest.fixture(scope="module")
+def emitted_to_kafka(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int, str]:
+    """A real PySpark script under `python -m emitter run`, publishing through our Kafka transport."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.support.spark import file_transport_env, script_prelude
+
+    tmp = tmp_path_factory.mktemp("emitter-to-kafka")
+    topic = unique_topic("emitted", kafka_bootstrap)
+    script = tmp / "pipeline.py"
+    script.write_text(script_prelude("kafka e2e", tmp / "warehouse") + textwrap.dedent(EMITTED_PIPELINE))
+    env = {k: v for k, v in file_transport_env(tmp / "unused.jsonl").items() if not k.startswith("OPENLINEAGE__")}
+    env.update(
+        OPENLINEAGE__TRANSPORT__TYPE="kafka",
+        OPENLINEAGE__TRANSPORT__TOPIC=topic,
+        OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS=kafka_bootstrap,
+        OPENLINEAGE__TRANSPORT__SPOOLDIR=str(tmp / "spool"),
+    )
+    result = subprocess.run([sys.executable, "-m", "emitter", "run", str(script), str(tmp / "data")],
+                            cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    published = len(read_topic(kafka_bootstrap, topic, expected=None, timeout_seconds=30))
+    return topic, published, str(tmp / "data")
+
+
+def test_real_emitter_events_from_kafka_land_in_all_three_stores(store, kafka_bootstrap, emitted_to_kafka):
+    topic, published, data = emitted_to_kafka
+    assert published >= 6  # app START/COMPLETE + START/COMPLETE of each of the two writes
+    ingestor = _ingest_all(store, kafka_bootstrap, topic, published)
+    assert ingestor.stats.records == published and ingestor.stats.dead_lettered == 0
+    src, silver = f"{data}/src", f"{data}/silver"
+
+    table_lineage = _rows(store, "SELECT d.name, j.direction FROM job_io j JOIN datasets d ON d.id = j.dataset_id")
+    assert (src, "input") in table_lineage and (silver, "output") in table_lineage and (src, "output") in table_lineage
+
+    column_edges = _rows(store, """
+        SELECT o.name, i.name, cl.transformation_type, cl.transformation_subtype, cl.transformation_description
+        FROM column_lineage cl JOIN dataset_fields o ON o.id = cl.output_field_id
+        JOIN dataset_fields i ON i.id = cl.input_field_id""")
+    assert ("cents", "amount", "DIRECT", "TRANSFORMATION", "(amount * 100.0)") in column_edges
+    assert any(edge[:4] == ("id", "id", "DIRECT", "IDENTITY") for edge in column_edges)
+
+    written = _rows(store, 'SELECT "table", snapshot_id FROM sink_snapshot_lineage')
+    read = _rows(store, 'SELECT "table", snapshot_id FROM source_snapshot_lineage')
+    src_written = [snapshot for table_name, snapshot in written if table_name == src]
+    src_read = [snapshot for table_name, snapshot in read if table_name == src]
+    assert src_written and src_read == src_written  # the job that read src consumed exactly what was written
+    assert any(table_name == silver for table_name, _ in written)
