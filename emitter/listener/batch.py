@@ -123,10 +123,19 @@ class BatchListener:
             if info is not None and description.get("key") is not None:
                 leaves.setdefault(description["key"], info)
         input_snapshots: dict[int, Any] = {}
-        if leaves:  # snapshots read Spark's file index, which needs the live leaf objects
+        needs_live_leaf: set[int] = set()
+        for description in described:
+            key = description.get("key")
+            if key in leaves and key not in input_snapshots and key not in needs_live_leaf:
+                snapshot = jvm.guarded(None, files.described_input_snapshot, description)
+                if snapshot is files.NEEDS_LIVE_LEAF:
+                    needs_live_leaf.add(key)
+                elif snapshot is not None:
+                    input_snapshots[key] = snapshot
+        if needs_live_leaf:  # rare (helper failed on a leaf, remote table location): py4j per leaf
             for description, leaf in zip(described, jvm.leaves_with_subqueries(plan)):
                 key = description.get("key")
-                if key in leaves and key not in input_snapshots:
+                if key in needs_live_leaf and key not in input_snapshots:
                     snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway.jvm, leaf)
                     if snapshot is not None:
                         input_snapshots[key] = snapshot

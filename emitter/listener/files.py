@@ -318,6 +318,31 @@ def leaf_input_snapshot(jvm: Any, leaf: Any) -> Snapshot | None:
     return input_snapshot(jvm, index)
 
 
+# `described_input_snapshot` could not tell from the description alone: ask the live leaf
+NEEDS_LIVE_LEAF = object()
+
+
+def described_input_snapshot(description: Mapping[str, Any]) -> Snapshot | None | object:
+    """`leaf_input_snapshot` from a `jvm.PlanDumper.describe_leaves` entry, whose `files` the
+    helper read from the same file index in the same round trip; NEEDS_LIVE_LEAF when the entry
+    lacks them or the table location to list is not local (that needs the session's Hadoop conf)."""
+    if description.get("relation") != "HadoopFsRelation":
+        return None
+    listing = description.get("files", NEEDS_LIVE_LEAF)
+    if listing is NEEDS_LIVE_LEAF:
+        return NEEDS_LIVE_LEAF
+    roots = [str(root) for root in description.get("paths", ())]
+    table_location = description.get("location") if description.get("table") else None
+    if table_location is not None and [path_of(root) for root in roots] != [path_of(table_location)]:
+        if urlsplit(table_location).scheme.lower() not in LOCAL_SCHEMES:
+            return NEEDS_LIVE_LEAF
+        return relation_snapshot(None, None, RelationInfo(node_class="LogicalRelation", table_location=table_location),
+                                 None, False)
+    if len(roots) != 1 or listing is None or len(listing) > MAX_LISTED_FILES:
+        return None
+    return content_snapshot(data_files(roots[0], [(path, int(size), int(modified)) for path, size, modified in listing]))
+
+
 def _catalog_location(leaf: Any) -> str | None:
     catalog_table = leaf.catalogTable()
     if catalog_table.isEmpty():

@@ -48,6 +48,35 @@ public class SparkLineagePlanDumper {
   static void opt(StringBuilder b, String key, scala.Option value) {
     if (value.isDefined()) { b.append(",\"").append(key).append("\":"); str(b, String.valueOf(value.get())); }
   }
+  // the files Spark's index already listed for the read (for the input snapshot id):
+  // [[path, size, mtime ms], ...]; null for an index kind we do not know; absent on failure
+  static void files(StringBuilder b, Object index) {
+    int mark = b.length();
+    try {
+      b.append(",\"files\":");
+      Object listable = index;
+      if (index instanceof org.apache.spark.sql.execution.datasources.CatalogFileIndex) {
+        listable = ((org.apache.spark.sql.execution.datasources.CatalogFileIndex) index)
+            .filterPartitions(scala.collection.immutable.Nil$.MODULE$);
+      }
+      if (!(listable instanceof org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex)) { b.append("null"); return; }
+      scala.collection.Iterator statuses =
+          ((org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex) listable).allFiles().iterator();
+      b.append('[');
+      boolean firstFile = true;
+      while (statuses.hasNext()) {
+        org.apache.hadoop.fs.FileStatus status = (org.apache.hadoop.fs.FileStatus) statuses.next();
+        if (!firstFile) b.append(',');
+        firstFile = false;
+        b.append('[');
+        str(b, status.getPath().toString());
+        b.append(',').append(status.getLen()).append(',').append(status.getModificationTime()).append(']');
+      }
+      b.append(']');
+    } catch (Throwable error) {
+      b.setLength(mark);
+    }
+  }
   static void leaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf) {
     b.append("{\"class\":");
     str(b, leaf.getClass().getSimpleName());
@@ -73,6 +102,7 @@ public class SparkLineagePlanDumper {
         if (format instanceof org.apache.spark.sql.sources.DataSourceRegister) {
           str(b, ((org.apache.spark.sql.sources.DataSourceRegister) format).shortName());
         } else { str(b, String.valueOf(format).toLowerCase()); }
+        files(b, fs.location());
       }
       scala.Option catalogTable = logical.catalogTable();
       if (catalogTable.isDefined()) {
