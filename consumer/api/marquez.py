@@ -4,7 +4,7 @@ Each route only parses input and hands it to consumer.query.marquez."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel
@@ -12,7 +12,8 @@ from pydantic import BaseModel
 from consumer.api.auth import require_token
 from consumer.api.paths import segment
 from consumer.query import marquez as q
-from consumer.query.errors import BadParameter
+from consumer.query.errors import BadParameter, NotFound
+from consumer.store import tags
 
 router = APIRouter(prefix="/api/v1")
 search_v2beta = APIRouter(prefix="/api/v2beta/search", tags=["Search"])
@@ -172,43 +173,66 @@ class TagDescription(BaseModel):
 
 @router.put("/tags/{tag}", tags=["Tags"], dependencies=Guarded)
 def put_tag(request: Request, tag: str, body: TagDescription | None = None) -> dict:
-    return q.put_tag(_store(request), segment(tag), body.description if body else None)
+    return tags.put_tag(_store(request), segment(tag), body.description if body else None)
 
 
 @router.delete("/tags/{tag}", tags=["Tags"], dependencies=Guarded)
 def delete_tag(request: Request, tag: str) -> dict:
-    return q.delete_tag(_store(request), segment(tag))
+    return _tag_write(tags.delete_tag, _store(request), segment(tag))
+
+
+def _tag_write(write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run a store tag write; a missing tag, job, dataset or field is a 404."""
+    try:
+        return write(*args, **kwargs)
+    except tags.TagTargetMissing as missing:
+        raise NotFound(str(missing)) from missing
+
+
+def _tagged_job(request: Request, namespace: str, job: str, tag: str, add: bool) -> dict:
+    namespace, job = segment(namespace), segment(job)
+    _tag_write(tags.tag_job, _store(request), namespace, job, segment(tag), add=add)
+    return q.get_job(_store(request), namespace, job)
+
+
+def _tagged_dataset(request: Request, namespace: str, dataset: str, tag: str, add: bool, field: str | None = None) -> dict:
+    namespace, dataset = segment(namespace), segment(dataset)
+    if field is None:
+        _tag_write(tags.tag_dataset, _store(request), namespace, dataset, segment(tag), add=add)
+    else:
+        _tag_write(tags.tag_field, _store(request), namespace, dataset, segment(field), segment(tag), add=add)
+    return q.get_dataset(_store(request), namespace, dataset)
 
 
 @router.post("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
 @router.put("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
 def tag_job(request: Request, namespace: str, job: str, tag: str) -> dict:
-    return q.tag_job(_store(request), segment(namespace), segment(job), segment(tag))
+    return _tagged_job(request, namespace, job, tag, add=True)
 
 
 @router.delete("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
 def untag_job(request: Request, namespace: str, job: str, tag: str) -> dict:
-    return q.untag_job(_store(request), segment(namespace), segment(job), segment(tag))
+    return _tagged_job(request, namespace, job, tag, add=False)
 
 
 @router.post("/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
 def tag_dataset(request: Request, namespace: str, dataset: str, tag: str) -> dict:
-    return q.tag_dataset(_store(request), segment(namespace), segment(dataset), segment(tag))
+    return _tagged_dataset(request, namespace, dataset, tag, add=True)
 
 
 @router.delete("/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
 def untag_dataset(request: Request, namespace: str, dataset: str, tag: str) -> dict:
-    return q.untag_dataset(_store(request), segment(namespace), segment(dataset), segment(tag))
+    return _tagged_dataset(request, namespace, dataset, tag, add=False)
 
 
 @router.post("/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
 def tag_field(request: Request, namespace: str, dataset: str, field: str, tag: str) -> dict:
-    return q.tag_field(_store(request), segment(namespace), segment(dataset), segment(field), segment(tag), add=True)
+    return _tagged_dataset(request, namespace, dataset, tag, add=True, field=field)
 
 
 @router.delete("/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
 def untag_field(request: Request, namespace: str, dataset: str, field: str, tag: str) -> dict:
-    return q.tag_field(_store(request), segment(namespace), segment(dataset), segment(field), segment(tag), add=False)
+    return _tagged_dataset(request, namespace, dataset, tag, add=False, field=field)
 
 
 _RUN_STATES = {"NEW", "RUNNING", "COMPLETED", "FAILED", "ABORTED"}

@@ -8,16 +8,15 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlalchemy import Connection, func, literal, select, union_all
 
 from consumer.query import graph
-from consumer.query.db import as_json, check_depth, check_page, engine_of, iso, like_contains, parse_instant, reading
+from consumer.query.db import as_json, check_depth, check_page, iso, like_contains, parse_instant, reading
 from consumer.query.errors import BadParameter, NotFound
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.store import schema as s
@@ -765,108 +764,3 @@ def _highlight(text: str, name: str) -> dict[str, list[str]]:
     if found is None or not found.group(0):
         return {}
     return {"name": [f"{name[:found.start()]}<em>{found.group(0)}</em>{name[found.end():]}"]}
-
-
-# ---------------------------------------------------------------- tag writes (Marquez's tag routes)
-
-
-@contextmanager
-def _writing(store: Any) -> Iterator[Connection]:
-    with engine_of(store).begin() as connection:
-        yield connection
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def put_tag(store: Any, name: str, description: str | None) -> dict:
-    """Marquez `PUT /tags/{tag}`: create the tag or replace its description."""
-    with _writing(store) as conn:
-        found = conn.execute(select(s.tags.c.id).where(s.tags.c.name == name)).scalar()
-        if found is None:
-            conn.execute(s.tags.insert().values(name=name, description=description, created_at=_now(), updated_at=_now()))
-        else:
-            conn.execute(s.tags.update().where(s.tags.c.id == found).values(description=description, updated_at=_now()))
-    return {"name": name, "description": description}
-
-
-def delete_tag(store: Any, name: str) -> dict:
-    """Remove the tag everywhere: from jobs, datasets and fields, then the tag itself."""
-    with _writing(store) as conn:
-        row = conn.execute(select(s.tags).where(s.tags.c.name == name)).first()
-        if row is None:
-            raise NotFound(f"tag '{name}' not found")
-        conn.execute(s.job_tags.delete().where(s.job_tags.c.tag_id == row.id))
-        conn.execute(s.dataset_tags.delete().where(s.dataset_tags.c.tag_id == row.id))
-        for field_id_, tags in conn.execute(select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(s.dataset_fields.c.tags.is_not(None))):
-            names = as_json(tags) or []
-            if name in names:
-                conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == field_id_)
-                             .values(tags=[t for t in names if t != name], updated_at=_now()))
-        conn.execute(s.tags.delete().where(s.tags.c.id == row.id))
-    return {"name": row.name, "description": row.description}
-
-
-def _tag_id(conn: Connection, name: str) -> int:
-    """The tag's id; a tag named for the first time is created (without description), so tagging never fails on it."""
-    found = conn.execute(select(s.tags.c.id).where(s.tags.c.name == name)).scalar()
-    if found is not None:
-        return found
-    return conn.execute(
-        s.tags.insert().values(name=name, description=None, created_at=_now(), updated_at=_now()).returning(s.tags.c.id)
-    ).scalar_one()
-
-
-def _link(conn: Connection, link: Any, owner_column: str, owner: int, tag: int) -> None:
-    exists = conn.execute(select(link.c.tag_id).where(link.c[owner_column] == owner, link.c.tag_id == tag)).first()
-    if exists is None:
-        conn.execute(link.insert().values({owner_column: owner, "tag_id": tag, "tagged_at": _now()}))
-
-
-def _unlink(conn: Connection, link: Any, owner_column: str, owner: int, tag_name: str) -> None:
-    tag = conn.execute(select(s.tags.c.id).where(s.tags.c.name == tag_name)).scalar()
-    if tag is not None:
-        conn.execute(link.delete().where(link.c[owner_column] == owner, link.c.tag_id == tag))
-
-
-def tag_job(store: Any, namespace: str, job: str, tag: str) -> dict:
-    with _writing(store) as conn:
-        _link(conn, s.job_tags, "job_id", _job_id(conn, namespace, job), _tag_id(conn, tag))
-    return get_job(store, namespace, job)
-
-
-def untag_job(store: Any, namespace: str, job: str, tag: str) -> dict:
-    with _writing(store) as conn:
-        _unlink(conn, s.job_tags, "job_id", _job_id(conn, namespace, job), tag)
-    return get_job(store, namespace, job)
-
-
-def tag_dataset(store: Any, namespace: str, dataset: str, tag: str) -> dict:
-    with _writing(store) as conn:
-        _link(conn, s.dataset_tags, "dataset_id", _dataset_row(conn, namespace, dataset).id, _tag_id(conn, tag))
-    return get_dataset(store, namespace, dataset)
-
-
-def untag_dataset(store: Any, namespace: str, dataset: str, tag: str) -> dict:
-    with _writing(store) as conn:
-        _unlink(conn, s.dataset_tags, "dataset_id", _dataset_row(conn, namespace, dataset).id, tag)
-    return get_dataset(store, namespace, dataset)
-
-
-def tag_field(store: Any, namespace: str, dataset: str, field: str, tag: str, *, add: bool) -> dict:
-    """Field tags live in the field row's `tags` list (as ingestion stores a schema facet's field tags)."""
-    with _writing(store) as conn:
-        dataset_row_id = _dataset_row(conn, namespace, dataset).id
-        row = conn.execute(
-            select(s.dataset_fields.c.id, s.dataset_fields.c.tags)
-            .where(s.dataset_fields.c.dataset_id == dataset_row_id, s.dataset_fields.c.name == field)
-        ).first()
-        if row is None:
-            raise NotFound(f"field '{field}' not found in dataset '{dataset}' of namespace '{namespace}'")
-        names = [t for t in as_json(row.tags) or [] if t != tag]
-        if add:
-            _tag_id(conn, tag)
-            names = sorted([*names, tag])
-        conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=names, updated_at=_now()))
-    return get_dataset(store, namespace, dataset)

@@ -1,0 +1,125 @@
+"""Tag writes (Marquez's tag routes): the only writes that do not come from ingested events.
+
+Each function runs in its own transaction and raises `TagTargetMissing` naming what it could not
+find; the API answers that with 404 and then reads the updated job or dataset back.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Connection, Table, select
+
+from consumer.store import schema as s
+
+
+class TagTargetMissing(LookupError):
+    """The tag, job, dataset or field named does not exist."""
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _names(value: Any) -> list[str]:
+    return (json.loads(value) if isinstance(value, (str, bytes)) else value) or []
+
+
+def put_tag(store: Any, name: str, description: str | None) -> dict[str, Any]:
+    """Create the tag or replace its description."""
+    with store.engine.begin() as conn:
+        found = conn.execute(select(s.tags.c.id).where(s.tags.c.name == name)).scalar()
+        if found is None:
+            conn.execute(s.tags.insert().values(name=name, description=description, created_at=_now(), updated_at=_now()))
+        else:
+            conn.execute(s.tags.update().where(s.tags.c.id == found).values(description=description, updated_at=_now()))
+    return {"name": name, "description": description}
+
+
+def delete_tag(store: Any, name: str) -> dict[str, Any]:
+    """Remove the tag everywhere (jobs, datasets, fields), then the tag itself; the deleted tag."""
+    with store.engine.begin() as conn:
+        row = conn.execute(select(s.tags).where(s.tags.c.name == name)).first()
+        if row is None:
+            raise TagTargetMissing(f"tag '{name}' not found")
+        conn.execute(s.job_tags.delete().where(s.job_tags.c.tag_id == row.id))
+        conn.execute(s.dataset_tags.delete().where(s.dataset_tags.c.tag_id == row.id))
+        fields = select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(s.dataset_fields.c.tags.is_not(None))
+        for field_id, tags in conn.execute(fields).all():
+            names = _names(tags)
+            if name in names:
+                conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == field_id)
+                             .values(tags=[t for t in names if t != name], updated_at=_now()))
+        conn.execute(s.tags.delete().where(s.tags.c.id == row.id))
+    return {"name": row.name, "description": row.description}
+
+
+def tag_job(store: Any, namespace: str, job: str, tag: str, *, add: bool) -> None:
+    with store.engine.begin() as conn:
+        _set_link(conn, s.job_tags, "job_id", _job_id(conn, namespace, job), tag, add)
+
+
+def tag_dataset(store: Any, namespace: str, dataset: str, tag: str, *, add: bool) -> None:
+    with store.engine.begin() as conn:
+        _set_link(conn, s.dataset_tags, "dataset_id", _dataset_id(conn, namespace, dataset), tag, add)
+
+
+def tag_field(store: Any, namespace: str, dataset: str, field: str, tag: str, *, add: bool) -> None:
+    """Field tags live in the field row's `tags` list (as ingestion stores a schema facet's field tags)."""
+    with store.engine.begin() as conn:
+        row = conn.execute(
+            select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(
+                s.dataset_fields.c.dataset_id == _dataset_id(conn, namespace, dataset), s.dataset_fields.c.name == field
+            )
+        ).first()
+        if row is None:
+            raise TagTargetMissing(f"field '{field}' not found in dataset '{dataset}' of namespace '{namespace}'")
+        names = [t for t in _names(row.tags) if t != tag]
+        if add:
+            _tag_id(conn, tag)
+            names = sorted([*names, tag])
+        conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=names, updated_at=_now()))
+
+
+def _job_id(conn: Connection, namespace: str, name: str) -> int:
+    found = conn.execute(
+        select(s.jobs.c.id).join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
+        .where(s.namespaces.c.name == namespace, s.jobs.c.name == name)
+    ).scalar()
+    if found is None:
+        raise TagTargetMissing(f"job '{name}' not found in namespace '{namespace}'")
+    return found
+
+
+def _dataset_id(conn: Connection, namespace: str, name: str) -> int:
+    found = conn.execute(
+        select(s.datasets.c.id).join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
+        .where(s.namespaces.c.name == namespace, s.datasets.c.name == name)
+    ).scalar()
+    if found is None:
+        raise TagTargetMissing(f"dataset '{name}' not found in namespace '{namespace}'")
+    return found
+
+
+def _tag_id(conn: Connection, name: str) -> int:
+    """The tag's id; a tag named for the first time is created (without description), so tagging never fails on it."""
+    found = conn.execute(select(s.tags.c.id).where(s.tags.c.name == name)).scalar()
+    if found is not None:
+        return found
+    return conn.execute(
+        s.tags.insert().values(name=name, description=None, created_at=_now(), updated_at=_now()).returning(s.tags.c.id)
+    ).scalar_one()
+
+
+def _set_link(conn: Connection, link: Table, owner_column: str, owner: int, tag: str, add: bool) -> None:
+    if add:
+        tag_id = _tag_id(conn, tag)
+        exists = conn.execute(select(link.c.tag_id).where(link.c[owner_column] == owner, link.c.tag_id == tag_id)).first()
+        if exists is None:
+            conn.execute(link.insert().values({owner_column: owner, "tag_id": tag_id, "tagged_at": _now()}))
+        return
+    tag_id = conn.execute(select(s.tags.c.id).where(s.tags.c.name == tag)).scalar()
+    if tag_id is not None:
+        conn.execute(link.delete().where(link.c[owner_column] == owner, link.c.tag_id == tag_id))
