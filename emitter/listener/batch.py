@@ -14,6 +14,7 @@ from typing import Any
 
 from emitter.capture import Capture, RelationInfo
 from emitter.listener import files, jvm
+from emitter.pipeline import NESTED_WRITE_FUNC, WRAPPER_COMMANDS
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,8 @@ class BatchListener:
         self.gateway = gateway
         self.handle = handle
         self.extraction_ms: list[float] = []  # per captured action, for benchmarks and reports
+        # QueryExecution id of the nested data write just handed over, until the next capture
+        self._nested_write_id: int | None = None
 
     def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:  # noqa: N802
         self._on_action(func_name, query_execution, duration_ns, None)
@@ -40,28 +43,45 @@ class BatchListener:
 
     def _on_action(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> None:
         try:
-            capture = self.capture(func_name, query_execution, duration_ns, exception)
+            nested_write_id, self._nested_write_id = self._nested_write_id, None
+            capture = self.capture(func_name, query_execution, duration_ns, exception, nested_write_id)
             if capture is not None:
                 self.handle(capture)
+                if capture.func_name == NESTED_WRITE_FUNC and capture.write is not None:
+                    self._nested_write_id = capture.query_execution_id
         except Exception as error:  # noqa: BLE001 - never let lineage break the job
             log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
 
-    def capture(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:
+    def capture(
+        self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any,
+        nested_write_id: int | None = None,
+    ) -> Capture | None:
+        """`nested_write_id`: the QueryExecution id of the nested data write captured just before.
+        A wrapper command (CTAS, saveAsTable) with a lower id is merged into that write by the
+        pipeline, which takes only its target table, mode and outcome: its plan, leaves and
+        snapshots are not copied out (the plan of a CTAS wrapper is the whole query again)."""
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
         plan = query_execution.optimizedPlan()
         root_class = jvm.simple_class(plan)
-        write = jvm.write_info(plan, root_class, query_execution)
-        leaves, cached_plans, input_snapshots = self._leaves(plan)
-        if write is None and not leaves:
-            return None
-        plan_json = self.dumper.to_json(plan)
+        query_execution_id = int(query_execution.id())
+        merged_wrapper = (
+            root_class in WRAPPER_COMMANDS and nested_write_id is not None and nested_write_id > query_execution_id
+        )
+        write = jvm.write_info(plan, root_class, query_execution, with_metrics=not merged_wrapper)
+        if merged_wrapper and write is not None:
+            leaves, cached_plans, input_snapshots, plan_json = {}, {}, {}, ""
+        else:
+            leaves, cached_plans, input_snapshots = self._leaves(plan)
+            if write is None and not leaves:
+                return None
+            plan_json = self.dumper.to_json(plan)
         error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)
         extraction_ms = (time.perf_counter() - started) * 1000
         self.extraction_ms.append(extraction_ms)
         return Capture(
             func_name=str(func_name),
-            query_execution_id=int(query_execution.id()),
+            query_execution_id=query_execution_id,
             end_time=end_time,
             duration_ns=int(duration_ns or 0),
             plan_json=plan_json,

@@ -397,14 +397,14 @@ def _schema_field(name: str, data_type: Any) -> SchemaField:
 
 
 # writes ----------------------------------------------------------------------------------
-def write_info(root: Any, command: str, query_execution: Any) -> WriteInfo | None:
+def write_info(root: Any, command: str, query_execution: Any, with_metrics: bool = True) -> WriteInfo | None:
     """What the write command targets, or None when the root writes nothing we recognise."""
     extractor = _WRITE_EXTRACTORS.get(command)
     if extractor is None:
         return None
     info = extractor(root, command)
     # the optimized plan's command holds fresh metrics; the executed one holds the real counts
-    metrics = guarded({}, write_metrics, _physical_root(query_execution.executedPlan()))
+    metrics = guarded({}, write_metrics, _physical_root(query_execution.executedPlan())) if with_metrics else {}
     return WriteInfo(
         command=info.command, target=info.target, mode=info.mode, partition_columns=info.partition_columns,
         static_partitions=info.static_partitions, output_columns=info.output_columns, metrics=metrics,
