@@ -26,6 +26,7 @@ from consumer.query.errors import BadParameter, NotFound
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.query.render import GraphEdge, GraphNode, Picture
 from consumer.store import schema as s
+from consumer.store.lookup import dataset_row_id
 
 ALIGNED_CANDIDATES = 50  # newest snapshots per table considered by aligned_start
 ALIGNED_DEPTH = 30
@@ -40,10 +41,7 @@ def resolve_dataset(conn: Connection, table: str) -> int:
     if text is not None:
         node = parse_node_id(text)
         if node.kind == "dataset":
-            found = conn.execute(
-                select(s.datasets.c.id).join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
-                .where(s.namespaces.c.name == node.namespace, s.datasets.c.name == node.name)
-            ).scalar()
+            found = dataset_row_id(conn, node.namespace, node.name)
             if found is not None:
                 return found
     by_name = list(conn.execute(select(s.datasets.c.id).where(s.datasets.c.name == table)).scalars())

@@ -20,6 +20,7 @@ from consumer.query.db import as_json, check_depth, check_page, iso, like_contai
 from consumer.query.errors import BadParameter, NotFound
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.store import schema as s
+from consumer.store.lookup import job_row_id
 from consumer.store.writer import utc
 
 _STATE_OF_EVENT = {"START": "start", "COMPLETE": "complete", "FAIL": "fail", "ABORT": "abort"}
@@ -170,10 +171,7 @@ def list_runs(store: Any, namespace: str, job: str, limit: int, offset: int) -> 
 
 
 def _job_id(conn: Connection, namespace: str, name: str) -> int:
-    found = conn.execute(
-        select(s.jobs.c.id).join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-        .where(s.namespaces.c.name == namespace, s.jobs.c.name == name)
-    ).scalar()
+    found = job_row_id(conn, namespace, name)
     if found is None:
         raise NotFound(f"job '{name}' not found in namespace '{namespace}'")
     return found
