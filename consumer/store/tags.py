@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, select
 
 from consumer.store import schema as s
+from consumer.store.lookup import dataset_row_id, job_row_id
 
 
 class TagTargetMissing(LookupError):
@@ -51,7 +52,7 @@ def delete_tag(store: Any, name: str) -> dict[str, Any]:
             names = _names(tags)
             if name in names:
                 conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == field_id)
-                             .values(tags=[t for t in names if t != name], updated_at=_now()))
+                             .values(tags=[t for t in names if t != name]))
         conn.execute(s.tags.delete().where(s.tags.c.id == row.id))
     return {"name": row.name, "description": row.description}
 
@@ -67,7 +68,9 @@ def tag_dataset(store: Any, namespace: str, dataset: str, tag: str, *, add: bool
 
 
 def tag_field(store: Any, namespace: str, dataset: str, field: str, tag: str, *, add: bool) -> None:
-    """Field tags live in the field row's `tags` list (as ingestion stores a schema facet's field tags)."""
+    """Field tags live in the field row's `tags` list (as ingestion stores a schema facet's field tags).
+    The row's `updated_at` stays the event time of its schema, so a later schema still replaces the
+    type and description, and ingestion keeps these tags when the schema carries none."""
     with store.engine.begin() as conn:
         row = conn.execute(
             select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(
@@ -80,24 +83,18 @@ def tag_field(store: Any, namespace: str, dataset: str, field: str, tag: str, *,
         if add:
             _tag_id(conn, tag)
             names = sorted([*names, tag])
-        conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=names, updated_at=_now()))
+        conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=names))
 
 
 def _job_id(conn: Connection, namespace: str, name: str) -> int:
-    found = conn.execute(
-        select(s.jobs.c.id).join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-        .where(s.namespaces.c.name == namespace, s.jobs.c.name == name)
-    ).scalar()
+    found = job_row_id(conn, namespace, name)
     if found is None:
         raise TagTargetMissing(f"job '{name}' not found in namespace '{namespace}'")
     return found
 
 
 def _dataset_id(conn: Connection, namespace: str, name: str) -> int:
-    found = conn.execute(
-        select(s.datasets.c.id).join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
-        .where(s.namespaces.c.name == namespace, s.datasets.c.name == name)
-    ).scalar()
+    found = dataset_row_id(conn, namespace, name)
     if found is None:
         raise TagTargetMissing(f"dataset '{name}' not found in namespace '{namespace}'")
     return found

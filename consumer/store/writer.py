@@ -228,6 +228,9 @@ class _BatchWriter:
                     edge_only[key] = min(edge_only.get(key, rows.event_time), rows.event_time)
         wanted = newest.keys() | edge_only.keys()
         stored = self._stored_fields(sorted({dataset_id for dataset_id, _ in wanted}))
+        for key, row in newest.items():  # a schema without tags keeps the tags users set through the API
+            if not row["tags"] and key in stored and stored[key]["tags"]:
+                row["tags"] = stored[key]["tags"]
         # Most events repeat a schema the store already holds: write only what changed.
         changed = [row for key, row in newest.items() if _field_changed(stored.get(key), row)]
         if changed:

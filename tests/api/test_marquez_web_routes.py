@@ -4,6 +4,8 @@ and the tag writes on tags, jobs, datasets and dataset fields (behind the bearer
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
 from types import SimpleNamespace
 from urllib.parse import quote
 
@@ -12,6 +14,7 @@ from fastapi.testclient import TestClient
 from jsonschema import Draft202012Validator
 
 from consumer.api import create_app
+from tests.support.events import BASE_TIME, run_event, table
 
 FOOD = "food_delivery"
 TOKEN = "tag-writer"
@@ -134,3 +137,13 @@ def test_deleting_a_tag_removes_it_from_everything(guarded_client, check_shape):
     assert "GONE" not in [t["name"] for t in _ok(guarded_client.get("/api/v1/tags"))["tags"]]
     missing = guarded_client.delete("/api/v1/tags/GONE", headers=AUTH)
     assert missing.status_code == 404 and check_shape("Error", missing.json())["message"]
+
+
+def test_a_field_keeps_its_tags_when_a_later_event_rewrites_its_schema(guarded_client):
+    _ok(guarded_client.post(f"{GOLD}/fields/total/tags/PII", headers=AUTH))
+    gold = table("lake", "gold", ["country", "total", "country_name"], location="/lake/gold")
+    gold["facets"]["schema"]["fields"][1]["type"] = "decimal(38,2)"
+    later = run_event("COMPLETE", "publish_again", [], [gold], run_id=str(uuid.uuid4()), at=BASE_TIME + timedelta(days=30))
+    assert guarded_client.post("/api/v1/lineage", json=later, headers=AUTH).status_code == 201
+    total = next(f for f in _ok(guarded_client.get(GOLD))["fields"] if f["name"] == "total")
+    assert total["type"] == "decimal(38,2)" and total["tags"] == ["PII"]
