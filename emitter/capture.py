@@ -45,6 +45,8 @@ class RelationInfo:
     table_location: str | None = None
     schema: tuple[SchemaField, ...] = ()
     options: Mapping[str, str] = field(factory=dict)  # redacted by the pipeline, not here
+    # a table format's own version read off the live table, (kind, id): ("iceberg", "8744...")
+    table_version: tuple[str, str] | None = None
 
 
 @frozen

@@ -195,6 +195,23 @@ def table_version_snapshot(kind: str, version: int | str) -> Snapshot:
     return Snapshot(str(version), kind)
 
 
+# what Iceberg's SparkTable publishes among a V2 table's properties (no Iceberg classes needed)
+ICEBERG_PROVIDER = "iceberg"
+ICEBERG_CURRENT_SNAPSHOT = "current-snapshot-id"
+
+
+def v2_table_version(properties: Mapping[str, str], pinned_snapshot_id: str | None = None) -> tuple[str, str] | None:
+    """An Iceberg table's snapshot id from its V2 properties: the snapshot a time-travel read is
+    pinned to, else the table's current snapshot; None for other tables and for an Iceberg table
+    without snapshots yet (`current-snapshot-id` is "none")."""
+    if properties.get("provider", "").lower() != ICEBERG_PROVIDER:
+        return None
+    snapshot_id = pinned_snapshot_id or properties.get(ICEBERG_CURRENT_SNAPSHOT)
+    if not snapshot_id or snapshot_id == "none":
+        return None
+    return (ICEBERG_PROVIDER, str(snapshot_id))
+
+
 def latest_delta_version(log_names: Iterable[str]) -> int | None:
     """The table version a Delta log directory's file names show: its highest commit
     (`00000000000000000007.json`, or a checkpoint `...7.checkpoint.parquet` when older commits

@@ -8,7 +8,8 @@ compiled once with Janino (on Spark's classpath), which serialises a listing as
 stalls (~44 ms) on returned strings of 8 KB or more.
 
 Delta tables are versioned by their own log (`_delta_log/<version>.json`, read as plain files:
-no Delta classes needed); Iceberg tables are not versioned here (see docs/facets.md).
+no Delta classes needed); Iceberg tables by the snapshot id their V2 properties carry, read in
+`jvm._v2_relation` (docs/facets.md).
 """
 
 from __future__ import annotations
@@ -363,7 +364,9 @@ def relation_snapshot(
     jvm: Any, hadoop_conf: Any, relation: RelationInfo, written_since_ms: int | None, is_output: bool
 ) -> Snapshot | None:
     """Snapshot of a file-based relation: the Delta version when it is a Delta table, else the
-    content version of its location."""
+    content version of its location; a version read off the live table (Iceberg) wins."""
+    if relation.table_version is not None:
+        return table_version_snapshot(*relation.table_version)
     location = location_of(relation)
     if location is None:
         return None

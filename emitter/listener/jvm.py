@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from emitter.capture import RelationInfo, SchemaField, TableRef, WriteInfo
+from emitter.snapshots import ICEBERG_PROVIDER, v2_table_version
 
 log = logging.getLogger(__name__)
 
@@ -368,7 +369,18 @@ def _v2_relation(leaf: Any, node_class: str) -> RelationInfo:
     else:
         ref = TableRef(name=str(table.name()))
     return RelationInfo(node_class=node_class, table=ref, table_location=location,
-                        format=properties.get("provider"), schema=schema_of(leaf))
+                        format=properties.get("provider"), schema=schema_of(leaf),
+                        table_version=_iceberg_version(table, properties))
+
+
+def _iceberg_version(table: Any, properties: dict[str, str]) -> tuple[str, str] | None:
+    """Iceberg's snapshot id: its SparkTable lists the current one among its properties, which it
+    computes live (so a write target read after the commit gives the snapshot just produced), and
+    `snapshotId()` holds the one a time-travel read is pinned to."""
+    if properties.get("provider", "").lower() != ICEBERG_PROVIDER:
+        return None
+    pinned = guarded(None, lambda: table.snapshotId())
+    return v2_table_version(properties, None if pinned is None else str(pinned))
 
 
 # schemas ---------------------------------------------------------------------------------

@@ -107,3 +107,24 @@ def test_helper_describes_leaves_as_the_py4j_path_does(spark, tmp_path: Path):
     from_py4j = [jvm.relation_info(leaf, jvm.simple_class(leaf)) for leaf in leaves]
     assert from_helper == from_py4j
     assert {info.table.qualified for info in from_helper if info.table} == {"default.described_table"}
+
+
+PINNED_TABLE_SOURCE = """
+public class PinnedTable {
+  public Long snapshotId() { return Long.valueOf(42L); }
+}
+"""
+
+
+def test_an_iceberg_read_pinned_by_time_travel_reports_its_pinned_snapshot_through_py4j(spark):
+    """Iceberg's SparkTable holds a time-travel read's snapshot in `snapshotId()`; a table
+    without that method (any other V2 table, or a current read) falls back to its properties."""
+    gateway = spark.sparkContext._gateway
+    compiler = gateway.jvm.org.codehaus.janino.SimpleCompiler()
+    compiler.cook(PINNED_TABLE_SOURCE)
+    pinned_table = compiler.getClassLoader().loadClass("PinnedTable").getDeclaredConstructor(
+        gateway.new_array(gateway.jvm.java.lang.Class, 0)).newInstance(gateway.new_array(gateway.jvm.java.lang.Object, 0))
+    properties = {"provider": "iceberg", "current-snapshot-id": "7"}
+    assert jvm._iceberg_version(pinned_table, properties) == ("iceberg", "42")
+    assert jvm._iceberg_version(gateway.jvm.java.util.HashMap(), properties) == ("iceberg", "7")
+    assert jvm._iceberg_version(pinned_table, {"provider": "parquet"}) is None

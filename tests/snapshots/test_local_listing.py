@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from emitter import snapshots
+from emitter.capture import RelationInfo
 from emitter.listener import files
 
 
@@ -76,3 +77,13 @@ def test_file_sink_snapshot_reads_only_the_log_files_it_needs(tmp_path: Path) ->
     every_file = [snapshots.DataFile(f"part-{batch}.parquet", batch + 1) for batch in range(11)]
     assert after_10 is not None and after_10.snapshot_id == snapshots.content_snapshot_id(every_file)
     assert after_10.batch_id == 10
+
+
+def test_a_table_version_read_off_the_live_table_wins_over_listing_its_location(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "part-0.parquet").write_bytes(b"x" * 10)
+    relation = RelationInfo(node_class="DataSourceV2Relation", table_location=f"file:{tmp_path}", format="iceberg",
+                            table_version=("iceberg", "8744736658442914487"))
+    assert files.relation_snapshot(None, None, relation, None, True) == snapshots.Snapshot("8744736658442914487", "iceberg")
+    unversioned = RelationInfo(node_class="DataSourceV2Relation", table_location=f"file:{tmp_path}")
+    assert files.relation_snapshot(None, None, unversioned, None, False).kind == "content"

@@ -132,3 +132,16 @@ def test_facets_validate_against_our_schemas_and_the_schemas_catch_mistakes(shar
 
 def test_unknown_snapshot_gives_no_facets() -> None:
     assert snapshots.dataset_facets(None, PRODUCER) == {}
+
+
+# What Iceberg's SparkTable.properties() returns for a table with one commit
+ICEBERG_PROPERTIES = {"provider": "iceberg", "format": "iceberg/parquet", "current-snapshot-id": "8744736658442914487",
+                      "location": "s3://lake/db/orders", "format-version": "2"}
+
+
+def test_an_iceberg_table_is_versioned_by_its_current_snapshot_unless_a_read_is_pinned() -> None:
+    assert snapshots.v2_table_version(ICEBERG_PROPERTIES) == ("iceberg", "8744736658442914487")
+    assert snapshots.v2_table_version(ICEBERG_PROPERTIES, "42") == ("iceberg", "42")
+    assert snapshots.v2_table_version({**ICEBERG_PROPERTIES, "current-snapshot-id": "none"}) is None
+    assert snapshots.v2_table_version({"provider": "parquet", "current-snapshot-id": "1"}) is None
+    assert snapshots.v2_table_version({}) is None
