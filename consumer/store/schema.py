@@ -29,7 +29,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 # Integer primary keys: BIGINT on PostgreSQL, INTEGER on SQLite (only INTEGER aliases the rowid).
 Id = BigInteger().with_variant(Integer(), "sqlite")
-Json = JSON().with_variant(JSONB(), "postgresql")
+# None is SQL NULL, not the JSON text 'null': nothing to decode when reading an empty column
+Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 Time = DateTime(timezone=True)
 
 metadata = MetaData()

@@ -248,18 +248,28 @@ class _BatchWriter:
                 [{"dataset_id": d, "name": n, "from_schema": False, "created_at": edge_only[(d, n)],
                   "updated_at": edge_only[(d, n)]} for d, n in missing],
             )
+        field_ids = {key: row["id"] for key, row in stored.items()}
         new_keys = wanted - stored.keys()
         if new_keys:
-            stored.update(self._stored_fields(sorted({dataset_id for dataset_id, _ in new_keys})))
-        return {key: row["id"] for key, row in stored.items()}
+            field_ids.update(self._field_ids(sorted({dataset_id for dataset_id, _ in new_keys})))
+        return field_ids
 
     def _stored_fields(self, dataset_id_list: list[int]) -> dict[tuple[int, str], dict[str, Any]]:
+        columns = [dataset_fields.c[name] for name in ("id", "dataset_id", "name", "type", "description", "tags",
+                                                      "from_schema", "updated_at")]
         stored: dict[tuple[int, str], dict[str, Any]] = {}
         for chunk in _chunks(dataset_id_list):
-            query = select(dataset_fields).where(dataset_fields.c.dataset_id.in_(chunk))
-            for row in self.connection.execute(query).mappings():
+            for row in self.connection.execute(select(*columns).where(dataset_fields.c.dataset_id.in_(chunk))).mappings():
                 stored[(row["dataset_id"], row["name"])] = dict(row)
         return stored
+
+    def _field_ids(self, dataset_id_list: list[int]) -> dict[tuple[int, str], int]:
+        columns = (dataset_fields.c.dataset_id, dataset_fields.c.name, dataset_fields.c.id)
+        found: dict[tuple[int, str], int] = {}
+        for chunk in _chunks(dataset_id_list):
+            for dataset_id, name, field_id in self.connection.execute(select(*columns).where(dataset_fields.c.dataset_id.in_(chunk))):
+                found[(dataset_id, name)] = field_id
+        return found
 
     def jobs(self, batch: Sequence[EventRows], namespace_ids: dict[str, int]) -> dict[tuple[str, str], int]:
         updates: dict[tuple[str, str], list[tuple[datetime, dict[str, Any]]]] = defaultdict(list)
