@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from attrs import evolve
 
@@ -41,6 +42,7 @@ WRAPPER_COMMANDS = frozenset(
     }
 )
 RECENT_WRITES_KEPT = 64
+PENDING_KEPT = 16
 NESTED_WRITE_FUNC = "file source write"
 DatasetFacetHook = Callable[[RelationInfo, str, Capture], Mapping[str, Any]]
 
@@ -55,7 +57,7 @@ class Pipeline:
         self.table_namespace = table_namespace(session.warehouse_dir, session.metastore_uri)
         self.app_run_id = events.new_run_id()
         self.app_job = (config.namespace, normalize(session.app_name) or "spark")
-        self._pending: Capture | None = None  # a nested write waiting for its wrapper command
+        self._pending: list[Capture] = []  # nested writes waiting for their wrapper commands, oldest first
         self._merged: deque[tuple[str, int]] = deque(maxlen=RECENT_WRITES_KEPT)  # (table, wrapper qe id)
         self._lock = threading.Lock()
         self._app_completed = False
@@ -91,10 +93,9 @@ class Pipeline:
         return self._emit_actions(ready)
 
     def flush(self) -> list[RunEvent]:
-        """Emit a nested write still waiting for its wrapper (at the end of the application)."""
+        """Emit the nested writes still waiting for their wrappers (at the end of the application)."""
         with self._lock:
-            ready = [self._pending] if self._pending is not None else []
-            self._pending = None
+            ready, self._pending = self._pending, []
         return self._emit_actions(ready)
 
     def _emit_actions(self, actions: list[Capture]) -> list[RunEvent]:
@@ -110,28 +111,28 @@ class Pipeline:
         NESTED_WRITE_FUNC, higher QueryExecution id) and then each wrapper command. The nested
         write is held until its wrapper arrives and merged into it (the wrapper knows the
         catalog table; the nested write the path, metrics and plan); outer wrappers of an
-        already merged write are dropped.
+        already merged write are dropped. Writes of other threads may come in between, so
+        several nested writes can wait at once, each for the wrapper that `wraps` it.
         """
-        ready: list[Capture] = []
         if capture.func_name == NESTED_WRITE_FUNC and capture.write is not None:
-            if self._pending is not None:
-                ready.append(self._pending)
-            self._pending = capture
-            return ready
+            self._pending.append(capture)
+            overflow = len(self._pending) - PENDING_KEPT
+            if overflow > 0:  # a wrapper that never came: emit the write as it is
+                ready, self._pending = self._pending[:overflow], self._pending[overflow:]
+                return ready
+            return []
         if capture.write is not None and capture.write.command in WRAPPER_COMMANDS:
-            pending, table = self._pending, _table_name(capture)
-            if pending is not None and pending.query_execution_id > capture.query_execution_id:
-                self._pending = None
-                self._merged.append((table, capture.query_execution_id))
-                return [merge_nested(pending, capture)]
+            table = _table_name(capture)
+            for pending in self._pending:
+                if wraps(capture.query_execution_id, capture.write.target, pending):
+                    self._pending.remove(pending)
+                    self._merged.append((table, capture.query_execution_id))
+                    return [merge_nested(pending, capture)]
             if any(name == table and qe_id > capture.query_execution_id for name, qe_id in self._merged):
                 return []
-        if self._pending is not None:
-            ready.append(self._pending)
-            self._pending = None
         if capture.write is not None or (self.config.emit_reads and capture.leaves):
-            ready.append(capture)
-        return ready
+            return [capture]
+        return []
 
     def emit(self, event: RunEvent) -> None:
         try:
@@ -148,6 +149,28 @@ class Pipeline:
 def _table_name(capture: Capture) -> str:
     table = capture.write.target.table if capture.write else None
     return table.name.lower() if table is not None else ""
+
+
+def wraps(wrapper_id: int, wrapper_target: RelationInfo, nested: Capture) -> bool:
+    """Whether a wrapper command (CTAS / saveAsTable: QueryExecution id, write target) is the
+    command that ran the data write `nested` reported just before it. Spark reports the nested
+    write first, with a higher QueryExecution id; since actions of other threads can come in
+    between, the targets must agree too: the same location when the wrapper knows it, else a
+    directory named after the table (a managed table's); with neither known, the order alone."""
+    if nested.query_execution_id <= wrapper_id or nested.write is None:
+        return False
+    written = nested.write.target.paths[0] if nested.write.target.paths else None
+    if written is None:
+        return True
+    if wrapper_target.table_location:
+        return _local_path(written) == _local_path(wrapper_target.table_location)
+    if wrapper_target.table is not None:
+        return _local_path(written).rsplit("/", 1)[-1].lower() == wrapper_target.table.name.lower()
+    return True
+
+
+def _local_path(uri: str) -> str:
+    return unquote(urlsplit(uri).path).rstrip("/")
 
 
 def merge_nested(nested: Capture, wrapper: Capture) -> Capture:

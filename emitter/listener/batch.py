@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 from emitter.capture import Capture, RelationInfo
 from emitter.listener import files, jvm
-from emitter.pipeline import NESTED_WRITE_FUNC, WRAPPER_COMMANDS
+from emitter.pipeline import NESTED_WRITE_FUNC, PENDING_KEPT, WRAPPER_COMMANDS, wraps
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,8 @@ class BatchListener:
         self.gateway = gateway
         self.handle = handle
         self.extraction_ms: list[float] = []  # per captured action, for benchmarks and reports
-        # QueryExecution id of the nested data write just handed over, until the next capture
-        self._nested_write_id: int | None = None
+        # the nested data writes handed over last, for the wrapper commands that follow them
+        self._nested_writes: deque[Capture] = deque(maxlen=PENDING_KEPT)
 
     def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:  # noqa: N802
         self._on_action(func_name, query_execution, duration_ns, None)
@@ -43,33 +44,34 @@ class BatchListener:
 
     def _on_action(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> None:
         try:
-            nested_write_id, self._nested_write_id = self._nested_write_id, None
-            capture = self.capture(func_name, query_execution, duration_ns, exception, nested_write_id)
+            capture = self.capture(func_name, query_execution, duration_ns, exception, tuple(self._nested_writes))
             if capture is not None:
                 self.handle(capture)
                 if capture.func_name == NESTED_WRITE_FUNC and capture.write is not None:
-                    self._nested_write_id = capture.query_execution_id
+                    self._nested_writes.append(capture)
         except Exception as error:  # noqa: BLE001 - never let lineage break the job
             log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
 
     def capture(
         self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any,
-        nested_write_id: int | None = None,
+        nested_writes: tuple[Capture, ...] = (),
     ) -> Capture | None:
-        """`nested_write_id`: the QueryExecution id of the nested data write captured just before.
-        A wrapper command (CTAS, saveAsTable) with a lower id is merged into that write by the
-        pipeline, which takes only its target table, mode and outcome: its plan, leaves and
-        snapshots are not copied out (the plan of a CTAS wrapper is the whole query again)."""
+        """`nested_writes`: the nested data writes captured last. A wrapper command (CTAS,
+        saveAsTable) that `pipeline.wraps` one of them is merged into it by the pipeline, which
+        takes only its target table, mode and outcome: its plan, leaves and snapshots are not
+        copied out (the plan of a CTAS wrapper is the whole query again)."""
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
         plan = query_execution.optimizedPlan()
         root_class = jvm.simple_class(plan)
         query_execution_id = int(query_execution.id())
-        merged_wrapper = (
-            root_class in WRAPPER_COMMANDS and nested_write_id is not None and nested_write_id > query_execution_id
-        )
-        write = jvm.write_info(plan, root_class, query_execution, with_metrics=not merged_wrapper)
-        if merged_wrapper and write is not None:
+        may_merge = root_class in WRAPPER_COMMANDS and bool(nested_writes)
+        write = jvm.write_info(plan, root_class, query_execution, with_metrics=not may_merge)
+        merged_wrapper = may_merge and write is not None and any(
+            wraps(query_execution_id, write.target, nested) for nested in nested_writes)
+        if may_merge and write is not None and not merged_wrapper:
+            write = jvm.write_info(plan, root_class, query_execution, with_metrics=True)
+        if merged_wrapper:
             leaves, cached_plans, input_snapshots, plan_json = {}, {}, {}, ""
         else:
             leaves, cached_plans, input_snapshots = self._leaves(plan)

@@ -13,7 +13,7 @@ from emitter.capture import Capture, RelationInfo, SchemaField, SessionInfo, Tab
 from emitter.config import EmitterConfig, is_disabled, load_config
 from emitter.facets import redact
 from emitter.naming import dataset_name, job_name, table_namespace
-from emitter.pipeline import Pipeline
+from emitter.pipeline import Pipeline, wraps
 from tests.support.spec import assert_valid_event
 
 
@@ -189,3 +189,31 @@ def test_full_job_name_conf_replaces_the_whole_name():
     pipeline, client = _pipeline(full_job_name=config.full_job_name, job_name=config.job_name)
     pipeline.handle(_capture("command", 4, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/o"))
     assert [e["job"]["name"] for e in client.events] == ["nightly_load", "nightly_load"]
+
+
+def test_interleaved_save_as_table_of_two_threads_merge_each_write_with_its_own_table():
+    """Thread A's and thread B's saveAsTable report nested write A, nested write B, then the
+    wrappers: each wrapper takes the write into its own table, not the one reported just before it."""
+    pipeline, client = _pipeline()
+    nested_a = _capture("file source write", 6, "InsertIntoHadoopFsRelationCommand", table=None,
+                        path="file:/wh/sales", metrics={"numOutputRows": 5})
+    nested_b = _capture("file source write", 8, "InsertIntoHadoopFsRelationCommand", table=None,
+                        path="file:/wh/orders", metrics={"numOutputRows": 7})
+    wrapper_a = _capture("command", 5, "CreateDataSourceTableAsSelectCommand", table=TableRef("sales", "default"), path=None)
+    wrapper_b = _capture("command", 7, "CreateDataSourceTableAsSelectCommand", table=TableRef("orders", "default"), path=None)
+    for capture in (nested_a, nested_b, wrapper_a, wrapper_b):
+        pipeline.handle(capture)
+    completes = [e for e in client.events if e["eventType"] == "COMPLETE" and e["outputs"]]
+    written = {e["outputs"][0]["facets"]["symlinks"]["identifiers"][0]["name"]:
+               (e["outputs"][0]["name"], e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"]) for e in completes}
+    assert written == {"default.sales": ("/wh/sales", 5), "default.orders": ("/wh/orders", 7)}
+    assert len(completes) == 2
+
+
+def test_a_wrapper_knowing_its_location_wraps_only_the_write_to_that_location():
+    nested = _capture("file source write", 6, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/lake/t")
+    assert wraps(5, RelationInfo(node_class="c", table=TableRef("t"), table_location="file:///lake/t/"), nested)
+    assert not wraps(5, RelationInfo(node_class="c", table=TableRef("t"), table_location="file:/elsewhere/t"), nested)
+    assert not wraps(7, RelationInfo(node_class="c", table=TableRef("t")), nested), "a wrapper runs before its nested write"
+    assert wraps(5, RelationInfo(node_class="c", table=TableRef("T")), nested)
+    assert not wraps(5, RelationInfo(node_class="c", table=TableRef("other")), nested)
