@@ -116,7 +116,7 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
     err = err or sys.stderr
     store = _store(args)
     total = store.raw_event_count()
-    store.clear_derived()
+    saved_tags = store.clear_derived()
     done = skipped = 0
     for chunk in store.raw_payloads():
         prepared = []
@@ -128,6 +128,7 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
         store.rebuild(prepared)
         done += len(chunk)
         _progress(err, done, total)
+    store.restore_tags(saved_tags)
     err.write("\n")
     print(f"replayed {done} events" + (f" ({skipped} no longer valid, kept raw only)" if skipped else ""))
     return 0

@@ -10,7 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from consumer.materialize import TERMINAL_STATES, EventRows
-from consumer.store import migrations
+from consumer.store import migrations, tags
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
@@ -96,11 +96,19 @@ class Store:
             last = (rows[-1].event_time, rows[-1].id)
             yield [row.payload for row in rows]
 
-    def clear_derived(self) -> None:
+    def clear_derived(self) -> tags.TagAssignments:
+        """Empty everything derived from the raw events (for replay); the tag assignments that
+        go with it are returned, for `restore_tags` once the rows exist again."""
         with self.engine.begin() as connection:
+            saved = tags.saved_assignments(connection)
             connection.execute(update(jobs).values(latest_run_id=None, parent_job_id=None))
             for table in DERIVED_TABLES:
                 connection.execute(delete(table))
+        return saved
+
+    def restore_tags(self, saved: tags.TagAssignments) -> None:
+        with self.engine.begin() as connection:
+            tags.restore_assignments(connection, saved)
 
     def rebuild(self, batch: Sequence[EventRows]) -> None:
         with self.engine.begin() as connection:

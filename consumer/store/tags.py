@@ -1,7 +1,9 @@
 """Tag writes (Marquez's tag routes): the only writes that do not come from ingested events.
 
 Each function runs in its own transaction and raises `TagTargetMissing` naming what it could not
-find; the API answers that with 404 and then reads the updated job or dataset back.
+find; the API answers that with 404 and then reads the updated job or dataset back. Since replay
+rebuilds jobs, datasets and fields from the raw events, it keeps the tag assignments by name
+(`saved_assignments`) and puts them back afterwards (`restore_assignments`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+import attrs
 from sqlalchemy import Connection, Table, select
 
 from consumer.store import schema as s
@@ -120,3 +123,55 @@ def _set_link(conn: Connection, link: Table, owner_column: str, owner: int, tag:
     tag_id = conn.execute(select(s.tags.c.id).where(s.tags.c.name == tag)).scalar()
     if tag_id is not None:
         conn.execute(link.delete().where(link.c[owner_column] == owner, link.c.tag_id == tag_id))
+
+
+@attrs.frozen
+class TagAssignments:
+    """Which tags are set on what, by name: survives the row ids that replay renumbers."""
+
+    jobs: tuple[tuple[str, str, str], ...]  # (namespace, job, tag)
+    datasets: tuple[tuple[str, str, str], ...]  # (namespace, dataset, tag)
+    fields: tuple[tuple[str, str, str, tuple[str, ...]], ...]  # (namespace, dataset, field, tags)
+
+
+def saved_assignments(conn: Connection) -> TagAssignments:
+    def linked(link: Table, target: Table, column: str) -> tuple[tuple[str, str, str], ...]:
+        query = (
+            select(s.namespaces.c.name, target.c.name, s.tags.c.name)
+            .select_from(link.join(target, target.c.id == link.c[column]).join(s.tags, s.tags.c.id == link.c.tag_id)
+                         .join(s.namespaces, s.namespaces.c.id == target.c.namespace_id))
+        )
+        return tuple(tuple(row) for row in conn.execute(query))
+
+    fields = conn.execute(
+        select(s.namespaces.c.name, s.datasets.c.name, s.dataset_fields.c.name, s.dataset_fields.c.tags)
+        .join(s.datasets, s.datasets.c.id == s.dataset_fields.c.dataset_id)
+        .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
+        .where(s.dataset_fields.c.tags.is_not(None))
+    )
+    return TagAssignments(
+        jobs=linked(s.job_tags, s.jobs, "job_id"),
+        datasets=linked(s.dataset_tags, s.datasets, "dataset_id"),
+        fields=tuple((ns, dataset, field, tuple(_names(tags))) for ns, dataset, field, tags in fields if _names(tags)),
+    )
+
+
+def restore_assignments(conn: Connection, saved: TagAssignments) -> None:
+    """Set the saved tags again on the jobs, datasets and fields that still exist."""
+    for namespace, job, tag in saved.jobs:
+        found = job_row_id(conn, namespace, job)
+        if found is not None:
+            _set_link(conn, s.job_tags, "job_id", found, tag, True)
+    for namespace, dataset, tag in saved.datasets:
+        found = dataset_row_id(conn, namespace, dataset)
+        if found is not None:
+            _set_link(conn, s.dataset_tags, "dataset_id", found, tag, True)
+    for namespace, dataset, field, names in saved.fields:
+        dataset_id = dataset_row_id(conn, namespace, dataset)
+        row = None if dataset_id is None else conn.execute(
+            select(s.dataset_fields.c.id, s.dataset_fields.c.tags)
+            .where(s.dataset_fields.c.dataset_id == dataset_id, s.dataset_fields.c.name == field)
+        ).first()
+        if row is not None:
+            merged = sorted({*_names(row.tags), *names})
+            conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=merged))

@@ -81,6 +81,27 @@ def test_replay_rebuilds_the_same_stores_with_a_progress_bar(store, store_url):
     assert dump(store) == before
 
 
+def test_replay_keeps_the_tags_set_through_the_api(store, store_url):
+    from consumer.store import tags
+
+    write_events(store, _events())
+    output = _events()[-1]["outputs"][0]
+    tags.tag_job(store, "spark", "app.insert_into.o", "NIGHTLY", add=True)
+    tags.tag_dataset(store, output["namespace"], output["name"], "GOLD", add=True)
+    tags.tag_field(store, output["namespace"], output["name"], "id", "PII", add=True)
+    with store.engine.connect() as connection:
+        tagged = tags.saved_assignments(connection)
+    assert tagged == tags.TagAssignments(jobs=(("spark", "app.insert_into.o", "NIGHTLY"),),
+                                         datasets=((output["namespace"], output["name"], "GOLD"),),
+                                         fields=((output["namespace"], output["name"], "id", ("PII",)),))
+    before = dump(store)
+    result = _consumer("replay", "--store", store_url)
+    assert result.returncode == 0, result.stderr
+    with store.engine.connect() as connection:
+        assert tags.saved_assignments(connection) == tagged
+    assert dump(store) == before
+
+
 def test_delete_commands_remove_a_jobs_lineage(store, store_url):
     write_events(store, _events())
     table_result = _consumer("delete-table-lineage", "--job", "app.insert_into.o", "--store", store_url)
