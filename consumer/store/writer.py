@@ -206,26 +206,38 @@ class _BatchWriter:
         return self._select_ids(table, key_columns, keys)
 
     def fields(self, batch: Sequence[EventRows], dataset_ids: dict[DatasetKey, int]) -> dict[tuple[int, str], int]:
-        newest: dict[tuple[int, str], dict[str, Any]] = {}
+        # Most events of a batch repeat a dataset's schema: each distinct field list once, at its newest time.
+        schemas: dict[int, list[list[Any]]] = defaultdict(list)
         edge_only: dict[tuple[int, str], datetime] = {}
         for rows in batch:
             for dataset in rows.datasets:
-                dataset_id = dataset_ids[(dataset.namespace, dataset.name)]
-                for field in dataset.fields or ():
-                    key = (dataset_id, field.name)
-                    if key in newest and newest[key]["updated_at"] > rows.event_time:
-                        continue
-                    newest[key] = {
-                        "dataset_id": dataset_id, "name": field.name, "type": field.type,
-                        "description": field.description, "tags": field.tags, "from_schema": True,
-                        "created_at": rows.event_time, "updated_at": rows.event_time,
-                    }
+                if not dataset.fields:
+                    continue
+                seen = schemas[dataset_ids[(dataset.namespace, dataset.name)]]
+                for entry in seen:
+                    if entry[0] == dataset.fields:
+                        entry[1] = max(entry[1], rows.event_time)
+                        break
+                else:
+                    seen.append([dataset.fields, rows.event_time])
             for edge in rows.column_edges:
                 keys = [(dataset_ids[edge.input], edge.input_field)]
                 if edge.output_field is not None:
                     keys.append((dataset_ids[edge.output], edge.output_field))
                 for key in keys:
                     edge_only[key] = min(edge_only.get(key, rows.event_time), rows.event_time)
+        newest: dict[tuple[int, str], dict[str, Any]] = {}
+        for dataset_id, entries in schemas.items():
+            for fields, event_time in entries:
+                for field in fields:
+                    key = (dataset_id, field.name)
+                    if key in newest and newest[key]["updated_at"] > event_time:
+                        continue
+                    newest[key] = {
+                        "dataset_id": dataset_id, "name": field.name, "type": field.type,
+                        "description": field.description, "tags": field.tags, "from_schema": True,
+                        "created_at": event_time, "updated_at": event_time,
+                    }
         wanted = newest.keys() | edge_only.keys()
         stored = self._stored_fields(sorted({dataset_id for dataset_id, _ in wanted}))
         for key, row in newest.items():  # a schema without tags keeps the tags users set through the API
