@@ -23,6 +23,7 @@ LIVE_CASES = [
     "structs", "sourceless", "python_udf", "python_udtf_lateral", "cached", "masking", "cte",
     "python_udtf_table_arg", "script_transform", "intersect_except", "higher_order", "masking_partial",
     "conditional_aggregate", "existence_join", "offset", "filter_is_not_null",
+    "pandas_udf", "map_in_pandas", "apply_in_pandas",
 ]
 LIVE_WRITES = ["write_insert_into", "write_partitioned_insert", "write_dataframe_partitioned_path", "write_save_as_table"]
 LIVE_STREAMS = ["stream_watermark_static_join", "stream_aggregate"]
@@ -49,7 +50,8 @@ def live(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
         events_dir.mkdir()
         (events_dir / "part-0.json").write_text('{"user": "ann", "company_id": 1, "ts": "2024-01-01T00:00:00"}\n')
         yield {
-            "spark": spark, "F": F, "udfs": udfs, "cached_adults": cached_adults, "output_dir": str(location),
+            "spark": spark, "F": F, "udfs": udfs, "pandas": capture_plans._pandas_functions(spark),
+            "cached_adults": cached_adults, "output_dir": str(location),
             "events_dir": str(events_dir), "EVENT_SCHEMA": capture_plans.EVENT_SCHEMA,
         }
     finally:
