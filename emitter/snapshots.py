@@ -200,11 +200,15 @@ ICEBERG_PROVIDER = "iceberg"
 ICEBERG_CURRENT_SNAPSHOT = "current-snapshot-id"
 
 
+def is_iceberg(properties: Mapping[str, str]) -> bool:
+    return properties.get("provider", "").lower() == ICEBERG_PROVIDER
+
+
 def v2_table_version(properties: Mapping[str, str], pinned_snapshot_id: str | None = None) -> tuple[str, str] | None:
     """An Iceberg table's snapshot id from its V2 properties: the snapshot a time-travel read is
     pinned to, else the table's current snapshot; None for other tables and for an Iceberg table
     without snapshots yet (`current-snapshot-id` is "none")."""
-    if properties.get("provider", "").lower() != ICEBERG_PROVIDER:
+    if not is_iceberg(properties):
         return None
     snapshot_id = pinned_snapshot_id or properties.get(ICEBERG_CURRENT_SNAPSHOT)
     if not snapshot_id or snapshot_id == "none":

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from attrs import evolve
+
 from emitter.capture import Capture, RelationInfo
 from emitter.listener import files, jvm
 from emitter.pipeline import NESTED_WRITE_FUNC, PENDING_KEPT, WRAPPER_COMMANDS, wraps
@@ -70,7 +72,7 @@ class BatchListener:
         merged_wrapper = may_merge and write is not None and any(
             wraps(query_execution_id, write.target, nested) for nested in nested_writes)
         if may_merge and write is not None and not merged_wrapper:
-            write = jvm.write_info(plan, root_class, query_execution, with_metrics=True)
+            write = evolve(write, metrics=jvm.executed_write_metrics(query_execution))
         if merged_wrapper:
             leaves, cached_plans, input_snapshots, plan_json = {}, {}, {}, ""
         else:

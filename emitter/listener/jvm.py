@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from emitter.capture import RelationInfo, SchemaField, TableRef, WriteInfo
-from emitter.snapshots import ICEBERG_PROVIDER, v2_table_version
+from emitter.snapshots import is_iceberg, v2_table_version
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +377,7 @@ def _iceberg_version(table: Any, properties: dict[str, str]) -> tuple[str, str] 
     """Iceberg's snapshot id: its SparkTable lists the current one among its properties, which it
     computes live (so a write target read after the commit gives the snapshot just produced), and
     `snapshotId()` holds the one a time-travel read is pinned to."""
-    if properties.get("provider", "").lower() != ICEBERG_PROVIDER:
+    if not is_iceberg(properties):  # spares other V2 tables the py4j call below
         return None
     pinned = guarded(None, lambda: table.snapshotId())
     return v2_table_version(properties, None if pinned is None else str(pinned))
@@ -415,12 +415,17 @@ def write_info(root: Any, command: str, query_execution: Any, with_metrics: bool
     if extractor is None:
         return None
     info = extractor(root, command)
-    # the optimized plan's command holds fresh metrics; the executed one holds the real counts
-    metrics = guarded({}, write_metrics, _physical_root(query_execution.executedPlan())) if with_metrics else {}
+    metrics = executed_write_metrics(query_execution) if with_metrics else {}
     return WriteInfo(
         command=info.command, target=info.target, mode=info.mode, partition_columns=info.partition_columns,
         static_partitions=info.static_partitions, output_columns=info.output_columns, metrics=metrics,
     )
+
+
+def executed_write_metrics(query_execution: Any) -> dict[str, int]:
+    """Rows, bytes and files written: the optimized plan's command holds fresh metrics, the
+    executed one the real counts."""
+    return guarded({}, write_metrics, _physical_root(query_execution.executedPlan()))
 
 
 def _physical_root(plan: Any) -> Any:
