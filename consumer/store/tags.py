@@ -149,10 +149,11 @@ def saved_assignments(conn: Connection) -> TagAssignments:
         .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
         .where(s.dataset_fields.c.tags.is_not(None))
     )
+    field_tags = ((ns, dataset, field, tuple(_names(tags))) for ns, dataset, field, tags in fields)
     return TagAssignments(
         jobs=linked(s.job_tags, s.jobs, "job_id"),
         datasets=linked(s.dataset_tags, s.datasets, "dataset_id"),
-        fields=tuple((ns, dataset, field, tuple(_names(tags))) for ns, dataset, field, tags in fields if _names(tags)),
+        fields=tuple(row for row in field_tags if row[3]),
     )
 
 
