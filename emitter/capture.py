@@ -1,9 +1,13 @@
-"""What the listener hands to the pipeline: plain data copied out of the JVM, nothing live.
+"""What the listeners hand to the pipeline: plain data copied out of the JVM, nothing live.
 
-A `Capture` holds everything one Spark callback tells us (plan JSON, timing, the details of
-leaf relations and of the write target that the plan JSON drops). Leaf relations are keyed
-by `plan.leaf_key`: the expr id of their first output attribute, which both sides of the
-py4j boundary can compute.
+A batch `Capture` holds everything one `QueryExecutionListener` callback tells us: plan JSON,
+timing, the leaf relations and the write target (details the plan JSON drops), the snapshots of
+inputs and output, executed metrics, and the micro-batch the action ran in (a `foreachBatch`
+write). Leaf relations are keyed by `plan.leaf_key`: the expr id of their first output
+attribute, which both sides of the py4j boundary can compute.
+
+A streaming query gives three captures: `StreamStarted`, `StreamProgress` per micro-batch and
+`StreamEnded`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from attrs import field, frozen
+
+from emitter.snapshots import MicroBatch, Snapshot
 
 
 @frozen
@@ -44,7 +50,6 @@ class RelationInfo:
     table: TableRef | None = None
     table_location: str | None = None
     schema: tuple[SchemaField, ...] = ()
-    options: Mapping[str, str] = field(factory=dict)  # redacted by the pipeline, not here
     # a table format's own version read off the live table, (kind, id): ("iceberg", "8744...")
     table_version: tuple[str, str] | None = None
 
@@ -54,8 +59,6 @@ class WriteInfo:
     command: str  # class name of the writing command
     target: RelationInfo
     mode: str | None = None
-    partition_columns: tuple[str, ...] = ()
-    static_partitions: Mapping[str, str] = field(factory=dict)
     output_columns: tuple[str, ...] = ()
     metrics: Mapping[str, int] = field(factory=dict)  # numOutputRows, numOutputBytes, numFiles
 
@@ -73,6 +76,15 @@ class SessionInfo:
 
 
 @frozen
+class MicroBatchTag:
+    """The streaming micro-batch an action ran in (a write inside `foreachBatch`)."""
+
+    query_id: str
+    run_id: str
+    batch_id: int
+
+
+@frozen
 class Capture:
     func_name: str  # Spark's action name: "command", "save", "collectToPython", ...
     query_execution_id: int
@@ -87,5 +99,64 @@ class Capture:
     cached_plan_jsons: Mapping[int, str] = field(factory=dict)  # InMemoryRelation key -> cached plan JSON
     write: WriteInfo | None = None
     extraction_ms: float = 0.0  # time spent copying this out of the JVM
-    query_execution_uuid: str | None = None  # QueryExecution.queryId(): ties foreachBatch writes to their stream
-    input_snapshots: Mapping[int, Any] = field(factory=dict)  # leaf_key -> emitter.snapshots.Snapshot
+    input_snapshots: Mapping[int, Snapshot] = field(factory=dict)  # leaf key -> snapshot
+    output_snapshot: Snapshot | None = None  # the write target after the write
+    micro_batch: MicroBatchTag | None = None
+    wrapped_by: str | None = None  # the class of the command this action ran nested in
+
+
+@frozen
+class Endpoint:
+    """A streaming source or sink: Spark's description of it and the dataset it is (if any)."""
+
+    description: str
+    relation: RelationInfo | None
+    is_file: bool = False
+
+
+@frozen
+class StreamStarted:
+    """A streaming query (re)started: its sources, sink and plan, read once."""
+
+    query_id: str
+    run_id: str
+    name: str | None
+    when: datetime
+    checkpoint_location: str | None = None
+    sources: tuple[Endpoint, ...] = ()
+    stream_leaves: Mapping[int, Endpoint] = field(factory=dict)  # leaf key -> streaming source
+    static_inputs: Mapping[int, RelationInfo] = field(factory=dict)  # leaf key -> batch relation joined in
+    sink: Endpoint | None = None
+    plan_json: str = ""  # the query's analyzed plan; empty when it could not be read
+
+
+@frozen
+class SourceProgress:
+    description: str
+    start_offset: Any
+    end_offset: Any
+
+
+@frozen
+class StreamProgress:
+    """One micro-batch of a streaming query, with the snapshots the listener took for it."""
+
+    query_id: str
+    run_id: str
+    when: datetime
+    batch: MicroBatch
+    sources: tuple[SourceProgress, ...] = ()
+    static_snapshots: Mapping[int, Snapshot] = field(factory=dict)  # static leaf key -> snapshot
+    sink_snapshot: Snapshot | None = None
+
+
+@frozen
+class StreamEnded:
+    query_id: str
+    run_id: str
+    when: datetime
+    error_message: str | None = None
+    error_class: str | None = None
+
+
+StreamCapture = StreamStarted | StreamProgress | StreamEnded

@@ -9,7 +9,7 @@ like every other openlineage-python integration. Only an explicit `transport` gi
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from attrs import field, fields, frozen
@@ -53,7 +53,7 @@ _SPARK_KEYS = {
     "closeTimeoutSeconds": "close_timeout_s",
 }
 _ENV_KEYS = {"OPENLINEAGE_NAMESPACE": "namespace", "OPENLINEAGE_DISABLED": "disabled"}
-_CONVERTERS = {
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "disabled": _as_bool,
     "emit_reads": _as_bool,
     "close_timeout_s": float,
@@ -89,6 +89,4 @@ def _same(value: Any) -> Any:
 
 def is_disabled(spark_conf: Mapping[str, str], environ: Mapping[str, str] | None = None) -> bool:
     environ = os.environ if environ is None else environ
-    return _as_bool(environ.get("OPENLINEAGE_DISABLED", "")) or _as_bool(
-        spark_conf.get(SPARK_CONF_PREFIX + "disabled", "")
-    )
+    return _as_bool(environ.get("OPENLINEAGE_DISABLED", "")) or _as_bool(spark_conf.get(SPARK_CONF_PREFIX + "disabled", ""))

@@ -66,6 +66,15 @@ def dataset_location(relation: RelationInfo, table_namespace: str) -> DatasetLoc
     return None
 
 
+def dataset_locations(relation: RelationInfo, table_namespace: str) -> list[DatasetLocation]:
+    """Every dataset a relation stands for: one per path of a multi-path relation (a Kafka
+    source subscribed to several topics), else `dataset_location`'s one (or none)."""
+    if len(relation.paths) > 1 and not relation.table_location:
+        return list(dict.fromkeys(dataset_name(path) for path in relation.paths))
+    location = dataset_location(relation, table_namespace)
+    return [location] if location is not None else []
+
+
 def dataset_facets(relation: RelationInfo, location: DatasetLocation, table_namespace: str) -> dict[str, Any]:
     namespace, _ = location
     built: dict[str, Any] = {"dataSource": facets.datasource_facet(namespace)}

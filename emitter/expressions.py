@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from emitter.plan import Expr, render_type, simple_class
+from emitter.plan import Expr, parse_value, render_type, simple_class
 
 MAX_DESCRIPTION = 200
 ELLIPSIS = "…"
@@ -18,48 +18,142 @@ ELLIPSIS = "…"
 AttributeText = Callable[[Expr], str]
 
 BINARY_OPERATORS = {
-    "Add": "+", "Subtract": "-", "Multiply": "*", "Divide": "/", "IntegralDivide": "div",
-    "Remainder": "%", "EqualTo": "=", "EqualNullSafe": "<=>", "GreaterThan": ">",
-    "GreaterThanOrEqual": ">=", "LessThan": "<", "LessThanOrEqual": "<=", "And": "AND", "Or": "OR",
-    "BitwiseAnd": "&", "BitwiseOr": "|", "BitwiseXor": "^", "Like": "LIKE", "RLike": "RLIKE",
-    "DateAddInterval": "+", "TimeAdd": "+", "DatetimeSub": "-",
+    "Add": "+",
+    "Subtract": "-",
+    "Multiply": "*",
+    "Divide": "/",
+    "IntegralDivide": "div",
+    "Remainder": "%",
+    "EqualTo": "=",
+    "EqualNullSafe": "<=>",
+    "GreaterThan": ">",
+    "GreaterThanOrEqual": ">=",
+    "LessThan": "<",
+    "LessThanOrEqual": "<=",
+    "And": "AND",
+    "Or": "OR",
+    "BitwiseAnd": "&",
+    "BitwiseOr": "|",
+    "BitwiseXor": "^",
+    "Like": "LIKE",
+    "RLike": "RLIKE",
+    "DateAddInterval": "+",
+    "TimeAdd": "+",
+    "DatetimeSub": "-",
 }
 
 # Catalyst class -> Spark SQL function name, where lowercasing the class name is wrong.
 FUNCTION_NAMES = {
-    "DateFormatClass": "date_format", "ConcatWs": "concat_ws", "StringTrim": "trim",
-    "StringTrimLeft": "ltrim", "StringTrimRight": "rtrim", "Murmur3Hash": "hash", "XxHash64": "xxhash64",
-    "Average": "avg", "CollectList": "collect_list", "CollectSet": "collect_set",
-    "StddevSamp": "stddev_samp", "StddevPop": "stddev_pop", "VarianceSamp": "var_samp",
-    "VariancePop": "var_pop", "RowNumber": "row_number", "DenseRank": "dense_rank",
-    "PercentRank": "percent_rank", "CumeDist": "cume_dist", "NTile": "ntile", "PosExplode": "posexplode",
-    "CurrentTimestamp": "current_timestamp", "CurrentDate": "current_date", "DayOfMonth": "day",
-    "DayOfWeek": "dayofweek", "DayOfYear": "dayofyear", "WeekOfYear": "weekofyear", "DateAdd": "date_add",
-    "DateSub": "date_sub", "DateDiff": "datediff", "ToDate": "to_date", "ParseToDate": "to_date",
-    "ParseToTimestamp": "to_timestamp", "UnixTimestamp": "unix_timestamp", "FromUnixTime": "from_unixtime",
-    "RegExpReplace": "regexp_replace", "RegExpExtract": "regexp_extract", "StringReplace": "replace",
-    "StringSplit": "split", "StringLocate": "locate", "StringInstr": "instr", "StringRepeat": "repeat",
-    "StringLPad": "lpad", "StringRPad": "rpad", "SubstringIndex": "substring_index",
-    "ArrayContains": "array_contains", "ElementAt": "element_at", "CreateArray": "array",
-    "CreateMap": "map", "ArrayTransform": "transform", "ArrayFilter": "filter", "ArrayExists": "exists",
-    "ArrayForAll": "forall", "ArrayAggregate": "aggregate", "MapFilter": "map_filter",
-    "ArraySort": "array_sort", "SortArray": "sort_array", "ArrayDistinct": "array_distinct",
-    "ArrayJoin": "array_join", "ArrayUnion": "array_union", "MapKeys": "map_keys", "MapValues": "map_values",
-    "HyperLogLogPlusPlus": "approx_count_distinct", "ApproximatePercentile": "percentile_approx",
-    "MonotonicallyIncreasingID": "monotonically_increasing_id", "SparkPartitionID": "spark_partition_id",
-    "InputFileName": "input_file_name", "CurrentRow": "current row", "GroupingID": "grouping_id",
-    "StructsToJson": "to_json", "JsonToStructs": "from_json", "GetJsonObject": "get_json_object",
-    "InitCap": "initcap", "BitLength": "bit_length", "OctetLength": "octet_length", "MakeDate": "make_date",
-    "TruncDate": "trunc", "TruncTimestamp": "date_trunc", "AddMonths": "add_months",
-    "MonthsBetween": "months_between", "NextDay": "next_day", "LastDay": "last_day",
-    "FormatNumber": "format_number", "FormatString": "format_string", "BRound": "bround",
-    "ShiftLeft": "shiftleft", "ShiftRight": "shiftright", "UnaryPositive": "positive",
-    "BoolAnd": "bool_and", "BoolOr": "bool_or", "CountIf": "count_if", "MaxBy": "max_by", "MinBy": "min_by",
-    "NthValue": "nth_value", "ArrayPosition": "array_position", "ArrayRemove": "array_remove",
-    "Uuid": "uuid", "Rand": "rand", "Randn": "randn", "TransformKeys": "transform_keys",
-    "TransformValues": "transform_values", "ZipWith": "zip_with", "MapZipWith": "map_zip_with",
-    "CreateNamedStruct": "named_struct", "ArraysZip": "arrays_zip", "JsonTuple": "json_tuple",
-    "PythonUDTF": "udtf", "Sha2": "sha2", "Sha1": "sha1", "Md5": "md5", "Crc32": "crc32",
+    "DateFormatClass": "date_format",
+    "ConcatWs": "concat_ws",
+    "StringTrim": "trim",
+    "StringTrimLeft": "ltrim",
+    "StringTrimRight": "rtrim",
+    "Murmur3Hash": "hash",
+    "XxHash64": "xxhash64",
+    "Average": "avg",
+    "CollectList": "collect_list",
+    "CollectSet": "collect_set",
+    "StddevSamp": "stddev_samp",
+    "StddevPop": "stddev_pop",
+    "VarianceSamp": "var_samp",
+    "VariancePop": "var_pop",
+    "RowNumber": "row_number",
+    "DenseRank": "dense_rank",
+    "PercentRank": "percent_rank",
+    "CumeDist": "cume_dist",
+    "NTile": "ntile",
+    "PosExplode": "posexplode",
+    "CurrentTimestamp": "current_timestamp",
+    "CurrentDate": "current_date",
+    "DayOfMonth": "day",
+    "DayOfWeek": "dayofweek",
+    "DayOfYear": "dayofyear",
+    "WeekOfYear": "weekofyear",
+    "DateAdd": "date_add",
+    "DateSub": "date_sub",
+    "DateDiff": "datediff",
+    "ToDate": "to_date",
+    "ParseToDate": "to_date",
+    "ParseToTimestamp": "to_timestamp",
+    "UnixTimestamp": "unix_timestamp",
+    "FromUnixTime": "from_unixtime",
+    "RegExpReplace": "regexp_replace",
+    "RegExpExtract": "regexp_extract",
+    "StringReplace": "replace",
+    "StringSplit": "split",
+    "StringLocate": "locate",
+    "StringInstr": "instr",
+    "StringRepeat": "repeat",
+    "StringLPad": "lpad",
+    "StringRPad": "rpad",
+    "SubstringIndex": "substring_index",
+    "ArrayContains": "array_contains",
+    "ElementAt": "element_at",
+    "CreateArray": "array",
+    "CreateMap": "map",
+    "ArrayTransform": "transform",
+    "ArrayFilter": "filter",
+    "ArrayExists": "exists",
+    "ArrayForAll": "forall",
+    "ArrayAggregate": "aggregate",
+    "MapFilter": "map_filter",
+    "ArraySort": "array_sort",
+    "SortArray": "sort_array",
+    "ArrayDistinct": "array_distinct",
+    "ArrayJoin": "array_join",
+    "ArrayUnion": "array_union",
+    "MapKeys": "map_keys",
+    "MapValues": "map_values",
+    "HyperLogLogPlusPlus": "approx_count_distinct",
+    "ApproximatePercentile": "percentile_approx",
+    "MonotonicallyIncreasingID": "monotonically_increasing_id",
+    "SparkPartitionID": "spark_partition_id",
+    "InputFileName": "input_file_name",
+    "CurrentRow": "current row",
+    "GroupingID": "grouping_id",
+    "StructsToJson": "to_json",
+    "JsonToStructs": "from_json",
+    "GetJsonObject": "get_json_object",
+    "InitCap": "initcap",
+    "BitLength": "bit_length",
+    "OctetLength": "octet_length",
+    "MakeDate": "make_date",
+    "TruncDate": "trunc",
+    "TruncTimestamp": "date_trunc",
+    "AddMonths": "add_months",
+    "MonthsBetween": "months_between",
+    "NextDay": "next_day",
+    "LastDay": "last_day",
+    "FormatNumber": "format_number",
+    "FormatString": "format_string",
+    "BRound": "bround",
+    "ShiftLeft": "shiftleft",
+    "ShiftRight": "shiftright",
+    "UnaryPositive": "positive",
+    "BoolAnd": "bool_and",
+    "BoolOr": "bool_or",
+    "CountIf": "count_if",
+    "MaxBy": "max_by",
+    "MinBy": "min_by",
+    "NthValue": "nth_value",
+    "ArrayPosition": "array_position",
+    "ArrayRemove": "array_remove",
+    "Uuid": "uuid",
+    "Rand": "rand",
+    "Randn": "randn",
+    "TransformKeys": "transform_keys",
+    "TransformValues": "transform_values",
+    "ZipWith": "zip_with",
+    "MapZipWith": "map_zip_with",
+    "CreateNamedStruct": "named_struct",
+    "ArraysZip": "arrays_zip",
+    "JsonTuple": "json_tuple",
+    "PythonUDTF": "udtf",
+    "Sha2": "sha2",
+    "Sha1": "sha1",
+    "Md5": "md5",
+    "Crc32": "crc32",
 }
 
 # Casts to these types inside a call or operator are almost always the analyzer's implicit
@@ -70,11 +164,22 @@ GROUPING_ID_NAMES = frozenset({"gid", "spark_grouping_id"})
 # Wrappers the optimizer adds around a value without changing it in the user's terms.
 # Empty2Null: a file write's planner wraps string partition columns so '' lands in the
 # __HIVE_DEFAULT_PARTITION__ directory; the user wrote the column through unchanged.
-TRANSPARENT = frozenset({
-    "KnownFloatingPointNormalized", "NormalizeNaNAndZero", "PromotePrecision", "CheckOverflow",
-    "UnscaledValue", "MakeDecimal", "KnownNotNull", "KnownNullable", "OuterReference",
-    "AssertNotNull", "ToPrettyString", "Empty2Null",
-})
+TRANSPARENT = frozenset(
+    {
+        "KnownFloatingPointNormalized",
+        "NormalizeNaNAndZero",
+        "PromotePrecision",
+        "CheckOverflow",
+        "UnscaledValue",
+        "MakeDecimal",
+        "KnownNotNull",
+        "KnownNullable",
+        "OuterReference",
+        "AssertNotNull",
+        "ToPrettyString",
+        "Empty2Null",
+    }
+)
 
 
 def truncate(text: str, limit: int = MAX_DESCRIPTION) -> str:
@@ -86,6 +191,9 @@ def render(expr: Expr, attribute_text: AttributeText) -> str:
     handler = _HANDLERS.get(expr.cls)
     if handler is not None:
         return handler(expr, attribute_text)
+    parameters = replaced_parameters(expr)
+    if parameters is not None:
+        return _call(function_name(expr.cls), parameters, attribute_text)
     if expr.cls in BINARY_OPERATORS and len(expr.children) == 2:
         left, right = (render_argument(child, attribute_text) for child in expr.children)
         return f"({left} {BINARY_OPERATORS[expr.cls]} {right})"
@@ -95,6 +203,21 @@ def render(expr: Expr, attribute_text: AttributeText) -> str:
         inner = expr.field_expr("e")
         return render(inner, attribute_text) if isinstance(inner, Expr) else "outer"
     return _call(function_name(expr.cls), expr.children, attribute_text)
+
+
+def replaced_parameters(expr: Expr) -> tuple[Expr, ...] | None:
+    """The user's arguments of a function Spark rewrites into another (`nvl(a, b)`, whose only
+    child is its replacement `coalesce(a, b)`), as analyzed plans keep them beside it; else None."""
+    if expr.fields.get("replacement") != 0 or len(expr.children) != 1:
+        return None
+    parameters = []
+    for name, value in expr.fields.items():
+        if name in ("class", "num-children", "replacement"):
+            continue
+        parsed = parse_value(value) if isinstance(value, list) else None
+        if isinstance(parsed, Expr):
+            parameters.append(parsed)
+    return tuple(parameters)
 
 
 def function_name(cls: str) -> str:

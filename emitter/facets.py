@@ -10,8 +10,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+import attr
 from openlineage.client.facet_v2 import (
+    DatasetFacet,
+    RunFacet,
     column_lineage_dataset,
+    dataset_version_dataset,
     datasource_dataset,
     error_message_run,
     job_type_job,
@@ -23,9 +27,12 @@ from openlineage.client.facet_v2 import (
 )
 
 from emitter.capture import SchemaField, TableRef
+from emitter.snapshots import MicroBatch, Snapshot
 
 PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
 ADAPTER_VERSION = "0.1.0"
+# our custom facets' JSON Schemas (schemas/ in the repository); `_schemaURL` = `$id#/$defs/<Facet>`
+SCHEMA_BASE_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0"
 REDACTED = "***"
 SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|key|auth", re.IGNORECASE)
 # user:password@ inside URLs (jdbc:postgresql://u:p@host, s3a://AKIA:secret@bucket)
@@ -78,9 +85,7 @@ def output_statistics_facet(
 
 
 def job_type_facet(processing_type: str, job_type: str = "JOB") -> job_type_job.JobTypeJobFacet:
-    return job_type_job.JobTypeJobFacet(
-        processingType=processing_type, integration="SPARK", jobType=job_type, producer=PRODUCER
-    )
+    return job_type_job.JobTypeJobFacet(processingType=processing_type, integration="SPARK", jobType=job_type, producer=PRODUCER)
 
 
 def processing_engine_facet(spark_version: str) -> processing_engine_run.ProcessingEngineRunFacet:
@@ -89,9 +94,7 @@ def processing_engine_facet(spark_version: str) -> processing_engine_run.Process
     )
 
 
-def parent_facet(
-    run_id: str, namespace: str, name: str, root: tuple[str, str, str] | None = None
-) -> parent_run.ParentRunFacet:
+def parent_facet(run_id: str, namespace: str, name: str, root: tuple[str, str, str] | None = None) -> parent_run.ParentRunFacet:
     """Parent run facet; `root` is (run_id, namespace, name) of the topmost run, defaulting to the parent."""
     root_run_id, root_namespace, root_name = root or (run_id, namespace, name)
     return parent_run.ParentRunFacet(
@@ -111,26 +114,37 @@ def error_facet(message: str, stack_trace: str | None) -> error_message_run.Erro
     )
 
 
+Location = tuple[str, str]  # (namespace, name)
+
+
 class _Transformation(Protocol):
-    type: str
-    subtype: str
-    description: str
-    masking: bool
+    @property
+    def type(self) -> str: ...
+    @property
+    def subtype(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def masking(self) -> bool: ...
 
 
 class _Edge(Protocol):
-    relation: Any
-    column: str
-    transformations: tuple[_Transformation, ...]
+    @property
+    def relation(self) -> Any: ...
+    @property
+    def column(self) -> str: ...
+    @property
+    def transformations(self) -> tuple[_Transformation, ...]: ...
 
 
 def column_lineage_facet(
     columns: Mapping[str, Iterable[_Edge]],
     dataset: Iterable[_Edge],
-    locate: Callable[[Any], tuple[str, str] | None],
+    locate: Callable[[Any], Location | list[Location] | None],
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
     """The columnLineage facet from engine edges; `locate` names an edge's leaf relation
-    (namespace, name) or returns None for relations that are not datasets (LocalRelation)."""
+    (namespace, name), or every dataset it stands for (a Kafka source of several topics), or
+    returns None for relations that are not datasets (LocalRelation)."""
     fields = {}
     for column, edges in columns.items():
         inputs = _input_fields(edges, locate)
@@ -142,18 +156,17 @@ def column_lineage_facet(
 
 
 def _input_fields(
-    edges: Iterable[_Edge], locate: Callable[[Any], tuple[str, str] | None]
+    edges: Iterable[_Edge], locate: Callable[[Any], Location | list[Location] | None]
 ) -> list[column_lineage_dataset.InputField]:
     merged: dict[tuple[str, str, str], list[column_lineage_dataset.Transformation]] = {}
     for edge in edges:
-        where = locate(edge.relation)
-        if where is None:
-            continue
-        transformations = merged.setdefault((*where, edge.column), [])
-        for transformation in edge.transformations:
-            converted = _transformation(transformation)
-            if converted not in transformations:
-                transformations.append(converted)
+        located = locate(edge.relation)
+        for where in located if isinstance(located, list) else [located] if located is not None else []:
+            transformations = merged.setdefault((*where, edge.column), [])
+            for transformation in edge.transformations:
+                converted = _transformation(transformation)
+                if converted not in transformations:
+                    transformations.append(converted)
     return [
         column_lineage_dataset.InputField(namespace=ns, name=name, field=column, transformations=transformations)
         for (ns, name, column), transformations in merged.items()
@@ -166,4 +179,73 @@ def _transformation(transformation: _Transformation) -> column_lineage_dataset.T
         subtype=transformation.subtype,
         description=redact(transformation.description) if transformation.description else None,
         masking=bool(transformation.masking),
+    )
+
+
+@attr.define
+class SnapshotDatasetFacet(DatasetFacet):
+    """Which committed state of a dataset a run consumed or produced (schemas/SnapshotDatasetFacet.json)."""
+
+    snapshotId: str  # noqa: N815
+    kind: str
+    batchId: int | None = attr.field(default=None)  # noqa: N815
+    partitions: list[dict[str, str | None]] | None = attr.field(default=None)
+    startOffset: Any = attr.field(default=None)  # noqa: N815
+    endOffset: Any = attr.field(default=None)  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{SCHEMA_BASE_URL}/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet"
+
+
+@attr.define
+class MicroBatchRunFacet(RunFacet):
+    """One micro-batch of a streaming run (schemas/MicroBatchRunFacet.json)."""
+
+    batchId: int  # noqa: N815
+    queryId: str  # noqa: N815
+    runId: str  # noqa: N815
+    numInputRows: int  # noqa: N815
+    checkpointLocation: str | None = attr.field(default=None)  # noqa: N815
+    durationMs: int | None = attr.field(default=None)  # noqa: N815
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{SCHEMA_BASE_URL}/MicroBatchRunFacet.json#/$defs/MicroBatchRunFacet"
+
+
+def snapshot_facet(snapshot: Snapshot) -> SnapshotDatasetFacet:
+    """The `snapshot` dataset facet (null fields are dropped when serialized)."""
+    return SnapshotDatasetFacet(
+        snapshotId=snapshot.snapshot_id,
+        kind=snapshot.kind,
+        batchId=snapshot.batch_id,
+        partitions=[dict(values) for values in snapshot.partitions] if snapshot.partitions is not None else None,
+        startOffset=snapshot.start_offset if snapshot.has_offsets else None,
+        endOffset=snapshot.end_offset if snapshot.has_offsets else None,
+        producer=PRODUCER,
+    )
+
+
+def version_facet(snapshot: Snapshot) -> dataset_version_dataset.DatasetVersionDatasetFacet:
+    """The standard `version` dataset facet carrying the same id."""
+    return dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=snapshot.snapshot_id, producer=PRODUCER)
+
+
+def snapshot_facets(snapshot: Snapshot | None) -> dict[str, Any]:
+    """`{"snapshot": ..., "version": ...}` to merge into a dataset's facets; empty when unknown."""
+    if snapshot is None:
+        return {}
+    return {"snapshot": snapshot_facet(snapshot), "version": version_facet(snapshot)}
+
+
+def micro_batch_facet(batch: MicroBatch) -> MicroBatchRunFacet:
+    return MicroBatchRunFacet(
+        batchId=batch.batch_id,
+        queryId=batch.query_id,
+        runId=batch.run_id,
+        numInputRows=max(batch.num_input_rows, 0),
+        checkpointLocation=batch.checkpoint_location,
+        durationMs=max(batch.duration_ms, 0) if batch.duration_ms is not None else None,
+        producer=PRODUCER,
     )

@@ -2,19 +2,34 @@
 
 https://openlineage.io/docs/spec/naming: a local file is namespace `file` + absolute path;
 HDFS is `hdfs://{namenode}:{port}` + path; S3 is `s3://{bucket}` + key (s3a/s3n are the same
-store); GCS `gs://{bucket}`; Azure `abfss://{container}@{account}...` + path.
+store); GCS `gs://{bucket}`; Azure `abfss://{container}@{account}...` + path; Kafka
+`kafka://{first bootstrap server}` + topic.
+
+Streaming sources known only by their options (Kafka, socket, rate, Python data sources) get
+URIs from `stream_source_uris`, which `dataset_name` reads back like any storage URI.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from urllib.parse import unquote, urlsplit
+from collections.abc import Mapping
+from urllib.parse import quote, unquote, urlsplit
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 BUCKET_SCHEMES = S3_SCHEMES | {"gs", "wasbs", "wasb", "abfs", "abfss", "oss", "cos"}
 AZURE_SCHEMES = frozenset({"abfs", "abfss", "wasb", "wasbs"})  # container@account is no credential
 JDBC_SCHEMES = {"postgresql": "postgres"}
 LOCAL_SCHEMES = frozenset({"", "file", "local"})
+KAFKA_SCHEME = "kafka"
+# The relation options naming a streaming dataset: all a listener keeps (never credentials).
+# The only data source options read out of the JVM: those that name a dataset (lowercase;
+# Spark's option keys are case-insensitive). Never anything secret-like.
+NAMING_OPTIONS = frozenset(
+    {"kafka.bootstrap.servers", "subscribe", "subscribepattern", "assign", "topic", "path", "host", "port"}
+    | {"url", "dbtable", "query"}  # JDBC
+)
+_NOT_SCHEME = re.compile(r"[^0-9a-z+.-]+")
 _NOT_ALNUM = re.compile(r"[^0-9a-z]+")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
@@ -22,13 +37,15 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 def dataset_name(uri: str) -> tuple[str, str]:
     """(namespace, name) of a storage location given as a URI or an absolute local path."""
     if uri.startswith("jdbc:"):
-        return _jdbc_name(uri[len("jdbc:"):])
+        return _jdbc_name(uri[len("jdbc:") :])
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     path = unquote(parts.path)
     if scheme in LOCAL_SCHEMES:
         return "file", _strip_trailing_slash(path or "/")
     host = parts.netloc if scheme in AZURE_SCHEMES else _host_without_credentials(parts.netloc)
+    if scheme == KAFKA_SCHEME:
+        return f"kafka://{host}", path[1:] if path.startswith("/") else path
     if scheme in BUCKET_SCHEMES:
         namespace_scheme = "s3" if scheme in S3_SCHEMES else scheme
         return f"{namespace_scheme}://{host}", path.lstrip("/") or "/"
@@ -82,3 +99,58 @@ def job_name(app_name: str, command: str, output: str) -> str:
     the whole name and bypasses this function)."""
     parts = [normalize(app_name) or "spark", normalize(snake_case(command)), normalize(output)]
     return ".".join(part for part in parts if part)
+
+
+def naming_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options `stream_source_uris` reads, keys lowercased (Spark's are case-insensitive)."""
+    return {key.lower(): str(value) for key, value in options.items() if key.lower() in NAMING_OPTIONS}
+
+
+def stream_source_uris(source_name: str, options: Mapping[str, str]) -> tuple[str, ...]:
+    """URIs of the datasets a streaming source or sink reads or writes, from its short name
+    (`kafka`, `socket`, `rate`, a Python data source's `name()`) and options; () when the
+    options do not say (a Kafka sink taking the topic from a column).
+
+    - Kafka: `kafka://{first bootstrap server}/{topic}`, one per topic of `subscribe` (a comma
+      list) or `assign` (JSON `{"topic": [partitions]}`); the pattern itself for
+      `subscribePattern`; the `topic` option of a sink.
+    - a `path` option: that location (a Python data source reading files).
+    - socket: `socket://{host}:{port}`.
+    - anything else generates its rows: `{name}:{name}`, i.e. namespace and name both the
+      source's short name (`rate`).
+    """
+    keyed = naming_options(options)
+    name = source_name.strip().lower()
+    if name == KAFKA_SCHEME:
+        return kafka_uris(keyed)
+    if keyed.get("path"):
+        return (keyed["path"],)
+    if name == "socket" and keyed.get("host"):
+        port = f":{keyed['port']}" if keyed.get("port") else ""
+        return (f"socket://{keyed['host']}{port}",)
+    scheme = _NOT_SCHEME.sub("-", name).strip("-.+")
+    return (f"{scheme}:{scheme}",) if scheme and scheme[0].isalpha() else ()
+
+
+def kafka_uris(options: Mapping[str, str]) -> tuple[str, ...]:
+    servers = [server.strip() for server in options.get("kafka.bootstrap.servers", "").split(",") if server.strip()]
+    if not servers:
+        return ()
+    server = servers[0].rsplit("://", 1)[-1]  # a listener-style `PLAINTEXT://host:port`
+    return tuple(f"kafka://{server}/{quote(topic, safe='')}" for topic in _kafka_topics(options))
+
+
+def _kafka_topics(options: Mapping[str, str]) -> tuple[str, ...]:
+    if options.get("subscribe"):
+        topics = [topic.strip() for topic in options["subscribe"].split(",")]
+    elif options.get("assign"):
+        try:
+            assigned = json.loads(options["assign"])
+        except ValueError:
+            return ()
+        topics = [str(topic) for topic in assigned] if isinstance(assigned, dict) else []
+    elif options.get("subscribepattern"):
+        topics = [options["subscribepattern"].strip()]
+    else:
+        topics = [options.get("topic", "").strip()]
+    return tuple(dict.fromkeys(topic for topic in topics if topic))

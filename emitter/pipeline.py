@@ -1,31 +1,39 @@
-"""From a `Capture` to emitted OpenLineage events: the emitter's one composition point.
+"""From captures to emitted OpenLineage events: the emitter's one composition point.
 
-The listener (py4j thread) calls `Pipeline.handle(capture)`; everything here is plain Python.
-Column lineage comes from the pure engine (`emitter.plan` + `emitter.lineage`); if it fails the
-event is still sent, without the columnLineage facet, and a warning is logged.
-
-Per-dataset extra facets (snapshots, from `emitter.snapshots`) are attached in
-`extra_dataset_facets`, the single hook for them.
+The listeners (py4j threads) call `Pipeline.handle(capture)` for batch actions and
+`Pipeline.handle_stream(capture)` for streaming queries; everything here is plain Python over
+plain data: the dedupe of wrapper commands, column lineage, facets and events. The only way out
+is `client.emit` (the transport). Column lineage comes from the pure engine (`emitter.plan` +
+`emitter.lineage`); if it fails the event is still sent, without the columnLineage facet, and
+a warning is logged.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections import OrderedDict, deque
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from attrs import evolve
-
 from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent
 
-from emitter import events, facets
-from emitter.capture import Capture, RelationInfo, SessionInfo
+from emitter import events, facets, lineage, plan, streams
+from emitter.capture import (
+    Capture,
+    RelationInfo,
+    SessionInfo,
+    StreamCapture,
+    StreamEnded,
+    StreamProgress,
+    StreamStarted,
+)
 from emitter.config import EmitterConfig
 from emitter.naming import job_name, normalize, table_namespace
+from emitter.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,8 @@ WRAPPER_COMMANDS = frozenset(
 RECENT_WRITES_KEPT = 64
 PENDING_KEPT = 16
 NESTED_WRITE_FUNC = "file source write"
-DatasetFacetHook = Callable[[RelationInfo, str, Capture], Mapping[str, Any]]
+# Streaming runs remembered after they end, so late foreachBatch captures still find their parent.
+REMEMBERED_RUNS = 256
 
 
 class Pipeline:
@@ -59,8 +68,10 @@ class Pipeline:
         self.app_job = (config.namespace, normalize(session.app_name) or "spark")
         self._pending: list[Capture] = []  # nested writes waiting for their wrapper commands, oldest first
         self._merged: deque[tuple[str, int]] = deque(maxlen=RECENT_WRITES_KEPT)  # (table, wrapper qe id)
+        self._streams: OrderedDict[str, streams.StreamingRun] = OrderedDict()  # query id -> its live run
         self._lock = threading.Lock()
         self._app_completed = False
+        self._closed = False  # after the application COMPLETE nothing more is emitted
         self.emitted_events = 0  # handed to the transport (which may still be delivering them)
 
     # application run -------------------------------------------------------------------
@@ -74,6 +85,11 @@ class Pipeline:
             self._app_completed = True
         self.flush()
         self.emit(self._application_event("COMPLETE", when))
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _application_event(self, event_type: str, when: datetime | None) -> RunEvent:
         return events.build_run_event(
@@ -88,9 +104,32 @@ class Pipeline:
     # actions ---------------------------------------------------------------------------
     def handle(self, capture: Capture) -> list[RunEvent]:
         """Build and emit the events of one Spark action; returns them (empty when held or skipped)."""
+        if self._closed:
+            return []
         with self._lock:
             ready = self._dedupe(capture)
         return self._emit_actions(ready)
+
+    def merges(self, command: str, wrapper_id: int, wrapper_target: RelationInfo) -> bool:
+        """Whether a write command (class, QueryExecution id, target) is a wrapper that will be
+        merged into a nested write already handed over: then the listener need not copy its
+        plan, leaves or snapshots."""
+        if command not in WRAPPER_COMMANDS:
+            return False
+        table = wrapper_target.table.name.lower() if wrapper_target.table is not None else ""
+        with self._lock:
+            pending = any(wraps(wrapper_id, wrapper_target, nested) for nested in self._pending)
+            return pending or self._wraps_merged(wrapper_id, table)
+
+    def _wraps_merged(self, wrapper_id: int, table: str) -> bool:
+        """Whether a wrapper is an outer wrapper of a write already merged (saveAsTable reports
+        two: both carry the table, the outer one with the lower QueryExecution id)."""
+        return any(name == table and qe_id > wrapper_id for name, qe_id in self._merged)
+
+    @property
+    def wants_reads(self) -> bool:
+        """Whether actions that write nothing become runs (`emitReads`)."""
+        return self.config.emit_reads
 
     def flush(self) -> list[RunEvent]:
         """Emit the nested writes still waiting for their wrappers (at the end of the application)."""
@@ -107,14 +146,14 @@ class Pipeline:
     def _dedupe(self, capture: Capture) -> list[Capture]:
         """The actions ready to become runs once `capture` arrived.
 
-        Spark reports one saveAsTable / CTAS as a nested data write (first, funcName
-        NESTED_WRITE_FUNC, higher QueryExecution id) and then each wrapper command. The nested
+        Spark reports one saveAsTable / CTAS as a nested data write (first, with a higher
+        QueryExecution id; see `is_nested_write`) and then each wrapper command. The nested
         write is held until its wrapper arrives and merged into it (the wrapper knows the
         catalog table; the nested write the path, metrics and plan); outer wrappers of an
         already merged write are dropped. Writes of other threads may come in between, so
         several nested writes can wait at once, each for the wrapper that `wraps` it.
         """
-        if capture.func_name == NESTED_WRITE_FUNC and capture.write is not None:
+        if is_nested_write(capture):
             self._pending.append(capture)
             overflow = len(self._pending) - PENDING_KEPT
             if overflow > 0:  # a wrapper that never came: emit the write as it is
@@ -128,13 +167,138 @@ class Pipeline:
                     self._pending.remove(pending)
                     self._merged.append((table, capture.query_execution_id))
                     return [merge_nested(pending, capture)]
-            if any(name == table and qe_id > capture.query_execution_id for name, qe_id in self._merged):
+            if self._wraps_merged(capture.query_execution_id, table):
                 return []
         if capture.write is not None or (self.config.emit_reads and capture.leaves):
             return [capture]
         return []
 
+    # streaming queries ---------------------------------------------------------------
+    def handle_stream(self, capture: StreamCapture) -> list[RunEvent]:
+        """Build and emit the event of one streaming callback; returns it (empty for a query not seen start)."""
+        if self._closed:
+            return []
+        with self._lock:
+            if isinstance(capture, StreamStarted):
+                run: streams.StreamingRun | None = self._started_run(capture)
+            else:
+                run = self._streams.get(capture.query_id)
+        if run is None or (not isinstance(capture, StreamStarted) and not streams.is_of(run, capture)):
+            return []
+        event = self._stream_event(run, capture)
+        self.emit(event)
+        return [event]
+
+    def _started_run(self, started: StreamStarted) -> streams.StreamingRun:
+        if self.config.full_job_name:
+            job = (self.config.namespace, self.config.full_job_name)
+        else:
+            app = self.config.job_name or self.session.app_name
+            job = streams.job_for(app, self.config.namespace, started.name, started.query_id, started.sink)
+        lineage_facet = None
+        if started.sink is not None and started.sink.relation is not None and started.plan_json:
+            relations = streams.lineage_relations(started)
+            lineage_facet = column_lineage_facet(started.plan_json, {}, None, relations, self.table_namespace)
+        run = streams.StreamingRun(started, job, lineage_facet)
+        self._streams.pop(started.query_id, None)
+        self._streams[started.query_id] = run
+        while len(self._streams) > REMEMBERED_RUNS:
+            self._streams.popitem(last=False)
+        return run
+
+    def _stream_event(self, run: streams.StreamingRun, capture: StreamCapture) -> RunEvent:
+        progress = capture if isinstance(capture, StreamProgress) else None
+        run_facets: dict[str, Any] = {
+            "processing_engine": facets.processing_engine_facet(self.session.spark_version),
+            "parent": self.parent_facet(),
+        }
+        event_type = "START"
+        if progress is not None:
+            event_type = "RUNNING"
+            run_facets["microBatch"] = facets.micro_batch_facet(progress.batch)
+        elif isinstance(capture, StreamEnded):
+            event_type = "COMPLETE"
+            if capture.error_message is not None:
+                event_type = "FAIL"
+                run_facets["errorMessage"] = facets.error_facet(capture.error_message, capture.error_class)
+        return events.build_run_event(
+            event_type,
+            capture.when,
+            run.run_id,
+            run.job,
+            run_facets=run_facets,
+            job_facets={"jobType": facets.job_type_facet("STREAMING", "JOB")},
+            inputs=self._stream_inputs(run, progress),
+            outputs=self._stream_outputs(run, progress),
+        )
+
+    def _stream_inputs(self, run: streams.StreamingRun, progress: StreamProgress | None) -> list[InputDataset]:
+        started = run.started
+        built: dict[tuple[str, str], InputDataset] = {}
+        described: list[tuple[RelationInfo, Snapshot | None]] = [
+            (source.relation, streams.source_snapshot(source, progress)) for source in started.sources if source.relation
+        ]
+        for key, relation in started.static_inputs.items():
+            snapshot = progress.static_snapshots.get(key) if progress is not None else None
+            described.append((relation, evolve(snapshot, batch_id=progress.batch.batch_id) if snapshot and progress else None))
+        for relation, snapshot in described:
+            for one in streams.one_per_path(relation):  # a Kafka source: a dataset per topic
+                dataset = events.input_dataset(one, self.table_namespace, facets.snapshot_facets(snapshot))
+                if dataset is not None:
+                    built.setdefault((dataset.namespace, dataset.name), dataset)
+        return list(built.values())
+
+    def _stream_outputs(self, run: streams.StreamingRun, progress: StreamProgress | None) -> list[OutputDataset]:
+        sink = run.started.sink
+        if sink is None or sink.relation is None:
+            return []
+        extra: dict[str, Any] = {}
+        if run.column_lineage is not None:
+            extra["columnLineage"] = run.column_lineage
+        extra.update(facets.snapshot_facets(streams.sink_snapshot(run, progress)))
+        dataset = events.output_dataset(sink.relation, self.table_namespace, extra)
+        return [dataset] if dataset is not None else []
+
+    def with_micro_batch_sources(self, capture: Capture) -> Capture:
+        """A write inside foreachBatch reads a LogicalRDD over its streaming query's output:
+        give the engine the query's plan for it (as for a cached DataFrame) and the query's
+        sources as leaves, so the write's inputs and column lineage name the stream's sources."""
+        tag = capture.micro_batch
+        if tag is None or not capture.plan_json:
+            return capture
+        with self._lock:
+            run = self._streams.get(tag.query_id)
+        if run is None or run.run_id != tag.run_id or not run.started.plan_json:
+            return capture
+        try:
+            batch_keys = streams.micro_batch_leaf_keys(capture.plan_json, run.started.plan_json)
+        except plan.PlanError as error:
+            log.warning("micro-batch lineage not traced: %s", error)
+            return capture
+        if not batch_keys:
+            return capture
+        sources = {key: relation for key, relation in streams.lineage_relations(run.started).items() if key not in capture.leaves}
+        return evolve(
+            capture,
+            cached_plan_jsons={**capture.cached_plan_jsons, **{key: run.started.plan_json for key in batch_keys}},
+            leaves={**sources, **capture.leaves},
+        )
+
+    def parent_of(self, capture: Capture) -> Any:
+        """The parent run facet of an action: the streaming run whose micro-batch ran it
+        (`foreachBatch`), else the application run."""
+        tag = capture.micro_batch
+        if tag is not None:
+            with self._lock:
+                run = self._streams.get(tag.query_id)
+            if run is not None and run.run_id == tag.run_id:
+                root = (self.app_run_id, *self.app_job)
+                return facets.parent_facet(run.run_id, run.job[0], run.job[1], root=root)
+        return self.parent_facet()
+
     def emit(self, event: RunEvent) -> None:
+        if self._closed:
+            return
         try:
             self.client.emit(event)
         except Exception as error:  # noqa: BLE001 - a transport failure must never reach the job
@@ -144,6 +308,14 @@ class Pipeline:
 
     def parent_facet(self) -> Any:
         return facets.parent_facet(self.app_run_id, *self.app_job)
+
+
+def is_nested_write(capture: Capture) -> bool:
+    """Whether a write is the data write of a wrapper command still to come: Spark 4 names its
+    action NESTED_WRITE_FUNC; on Spark 3.5 the listener tells which command it ran inside."""
+    if capture.write is None or capture.write.command in WRAPPER_COMMANDS:
+        return False
+    return capture.func_name == NESTED_WRITE_FUNC or capture.wrapped_by in WRAPPER_COMMANDS
 
 
 def _table_name(capture: Capture) -> str:
@@ -197,17 +369,19 @@ def merge_nested(nested: Capture, wrapper: Capture) -> Capture:
         error_stack=nested.error_stack or wrapper.error_stack,
         write=write,
         extraction_ms=nested.extraction_ms + wrapper.extraction_ms,
+        micro_batch=nested.micro_batch or wrapper.micro_batch,
     )
 
 
 def build_action_events(capture: Capture, pipeline: Pipeline) -> list[RunEvent]:
     """START and COMPLETE (or FAIL) of the run for one action."""
+    capture = pipeline.with_micro_batch_sources(capture)
     run_id = events.new_run_id(capture.end_time)
     job = (pipeline.config.namespace, action_job_name(capture, pipeline))
     inputs = input_datasets(capture, pipeline.table_namespace)
     outputs = output_datasets(capture, pipeline.table_namespace)
     run_facets: dict[str, Any] = {
-        "parent": parent_for(capture, pipeline),
+        "parent": pipeline.parent_of(capture),
         "processing_engine": facets.processing_engine_facet(pipeline.session.spark_version),
     }
     job_facets = {"jobType": facets.job_type_facet("BATCH", "SQL_JOB" if capture.func_name == "command" else "JOB")}
@@ -250,10 +424,9 @@ def _relation_label(relation: RelationInfo) -> str:
 
 def input_datasets(capture: Capture, namespace_of_tables: str) -> list[InputDataset]:
     seen: dict[tuple[str, str], InputDataset] = {}
-    for relation in capture.leaves.values():
-        dataset = events.input_dataset(
-            relation, namespace_of_tables, extra_dataset_facets(relation, "input", capture)
-        )
+    for key, relation in capture.leaves.items():
+        snapshot = capture.input_snapshots.get(key)
+        dataset = events.input_dataset(relation, namespace_of_tables, facets.snapshot_facets(snapshot))
         if dataset is not None:
             seen.setdefault((dataset.namespace, dataset.name), dataset)
     return list(seen.values())
@@ -263,7 +436,7 @@ def output_datasets(capture: Capture, namespace_of_tables: str) -> list[OutputDa
     if capture.write is None:
         return []
     write = capture.write
-    extra = dict(extra_dataset_facets(write.target, "output", capture))
+    extra = facets.snapshot_facets(capture.output_snapshot)
     lineage_facet = column_lineage(capture, namespace_of_tables)
     if lineage_facet is not None:
         extra["columnLineage"] = lineage_facet
@@ -276,71 +449,40 @@ def output_datasets(capture: Capture, namespace_of_tables: str) -> list[OutputDa
     return [dataset] if dataset is not None else []
 
 
-ParentHook = Callable[[Capture], Any]
-_parent_hooks: list[ParentHook] = []
-
-
-def register_parent_hook(hook: ParentHook) -> None:
-    """Add a provider of the parent facet of an action (e.g. the streaming run of a foreachBatch
-    write); the first hook answering non-None wins, else the application run is the parent."""
-    if hook not in _parent_hooks:
-        _parent_hooks.append(hook)
-
-
-def parent_for(capture: Capture, pipeline: Pipeline) -> Any:
-    for hook in _parent_hooks:
-        try:
-            parent = hook(capture)
-        except Exception as error:  # noqa: BLE001
-            log.warning("parent hook %r failed: %s", hook, error)
-            continue
-        if parent is not None:
-            return parent
-    return pipeline.parent_facet()
-
-
-_dataset_facet_hooks: list[DatasetFacetHook] = []
-
-
-def register_dataset_facet_hook(hook: DatasetFacetHook) -> None:
-    """Add a provider of extra dataset facets (role is "input" or "output"), e.g. snapshots."""
-    if hook not in _dataset_facet_hooks:
-        _dataset_facet_hooks.append(hook)
-
-
-def extra_dataset_facets(relation: RelationInfo, role: str, capture: Capture) -> dict[str, Any]:
-    extra: dict[str, Any] = {}
-    for hook in _dataset_facet_hooks:
-        try:
-            extra.update(hook(relation, role, capture))
-        except Exception as error:  # noqa: BLE001 - a missing facet beats a missing event
-            log.warning("dataset facet hook %r failed: %s", hook, error)
-    return extra
-
-
 def column_lineage(capture: Capture, namespace_of_tables: str) -> Any | None:
     """The columnLineage facet of the write, or None when the engine cannot tell."""
+    output_columns = capture.write.output_columns if capture.write else ()
+    return column_lineage_facet(
+        capture.plan_json, capture.cached_plan_jsons, output_columns, capture.leaves, namespace_of_tables, capture.root_class
+    )
+
+
+def column_lineage_facet(
+    plan_json: str,
+    cached_plan_jsons: Mapping[int, str],
+    output_columns: tuple[str, ...] | None,
+    relations: Mapping[int, RelationInfo],
+    namespace_of_tables: str,
+    what: str = "",
+) -> Any | None:
+    """The columnLineage facet of a plan's output, its leaves named by `relations` (by leaf key);
+    None when the engine cannot tell."""
     try:
-        from emitter import lineage, plan
-    except ImportError:
-        return None
-    try:
-        root = plan.parse_plan(capture.plan_json)
+        root = plan.parse_plan(plan_json)
         write = lineage.write_command(root)
         query = write.query if write is not None else root
-        output_columns = (capture.write.output_columns if capture.write else ()) or (
-            tuple(write.output_columns) if write is not None else None
-        )
-        cached = {key: plan.parse_plan(text) for key, text in capture.cached_plan_jsons.items()}
-        result = lineage.column_lineage(query, cached, output_columns or None)
+        columns = output_columns or (tuple(write.output_columns) if write is not None else None)
+        cached = {key: plan.parse_plan(text) for key, text in cached_plan_jsons.items()}
+        result = lineage.column_lineage(query, cached, columns or None)
         for warning in result.warnings:
             log.info("column lineage: %s", warning)
     except Exception as error:  # noqa: BLE001
-        log.warning("column lineage not computed for %s: %s", capture.root_class, error)
+        log.warning("column lineage not computed for %s: %s", what or "the plan", error)
         return None
 
-    def locate(relation: Any) -> tuple[str, str] | None:
-        info = capture.leaves.get(plan.leaf_key(relation))
-        return events.dataset_location(info, namespace_of_tables) if info is not None else None
+    def locate(relation: Any) -> list[tuple[str, str]] | None:
+        key = plan.leaf_key(relation)
+        info = relations.get(key) if key is not None else None
+        return events.dataset_locations(info, namespace_of_tables) if info is not None else None
 
     return facets.column_lineage_facet(result.columns, result.dataset, locate)

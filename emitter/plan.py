@@ -177,10 +177,7 @@ def render_type(data_type: Any) -> str:
     if isinstance(data_type, dict):
         kind = data_type.get("type")
         if kind == "struct":
-            inner = ",".join(
-                f"{field.get('name')}:{render_type(field.get('type'))}"
-                for field in data_type.get("fields", [])
-            )
+            inner = ",".join(f"{field.get('name')}:{render_type(field.get('type'))}" for field in data_type.get("fields", []))
             return f"struct<{inner}>"
         if kind == "array":
             return f"array<{render_type(data_type.get('elementType'))}>"
@@ -206,9 +203,7 @@ def _is_tree_item(item: Any) -> bool:
 
 
 def _is_plan_class(full_class: str) -> bool:
-    return ".plans.logical." in full_class or (
-        ".execution." in full_class and ".expressions." not in full_class
-    )
+    return ".plans.logical." in full_class or (".execution." in full_class and ".expressions." not in full_class)
 
 
 def _parse_tree(items: list[dict[str, Any]]) -> Expr | Node:
@@ -225,7 +220,9 @@ def _build_node(items: list[dict[str, Any]], position: int) -> tuple[Node, int]:
     return _build_tree(items, position, _make_node)
 
 
-def _build_tree(items: list[dict[str, Any]], position: int, make: Callable[[dict[str, Any], tuple[Any, ...]], Any]) -> tuple[Any, int]:
+def _build_tree(
+    items: list[dict[str, Any]], position: int, make: Callable[[dict[str, Any], tuple[Any, ...]], Any]
+) -> tuple[Any, int]:
     """Rebuild the tree rooted at `items[position]` from Spark's pre-order list, iteratively.
 
     Each open entry is [item, children still expected, children built so far].
@@ -293,7 +290,7 @@ def _join_output(item: Mapping[str, Any], exprs: Mapping[str, Any], children: tu
     left = children[0].output if children else ()
     if name in ("LeftSemi", "LeftAnti"):
         return left
-    if name == "ExistenceJoin":
+    if name == "ExistenceJoin" and isinstance(join_type, dict):
         return left + _attributes(parse_value(join_type.get("exists")))
     return _children_output(children)
 

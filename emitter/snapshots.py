@@ -1,8 +1,8 @@
 """Snapshot ids for data lineage: which committed state of a dataset a run consumed or produced.
 
 Pure functions over plain listings and offsets (the listener layer does the I/O, see
-`emitter.listener.files`). The facet dicts follow `schemas/SnapshotDatasetFacet.json` and
-`schemas/MicroBatchRunFacet.json`; `docs/facets.md` documents them.
+`emitter.listener.files`). The `snapshot` and `microBatch` facets carrying them are classes in
+`emitter.facets`; `docs/facets.md` documents them.
 
 Content snapshots (`kind="content"`) hash the sorted (relative path, size) of the committed data
 files under a dataset's location. Hidden files and directories (`.`/`_` prefixed) are left out,
@@ -20,10 +20,6 @@ from typing import Any
 from urllib.parse import unquote
 
 import attrs
-
-SCHEMA_BASE_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0"
-SNAPSHOT_SCHEMA_URL = f"{SCHEMA_BASE_URL}/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet"
-MICRO_BATCH_SCHEMA_URL = f"{SCHEMA_BASE_URL}/MicroBatchRunFacet.json#/$defs/MicroBatchRunFacet"
 
 SNAPSHOT_KINDS = ("content", "delta", "iceberg", "stream-offsets", "sink-batch")
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -80,7 +76,7 @@ def relative_to(root: str, file_path: str) -> str | None:
     prefix = root_path if root_path.endswith("/") else root_path + "/"
     if not path.startswith(prefix):
         return None
-    return path[len(prefix):]
+    return path[len(prefix) :]
 
 
 def is_data_file(relative_path: str) -> bool:
@@ -98,7 +94,7 @@ def data_files(root: str, listing: Iterable[tuple[str, int] | tuple[str, int, in
         path = path_of(entry[0])
         if not path.startswith(prefix):
             continue
-        relative = path[len(prefix):]
+        relative = path[len(prefix) :]
         directory, _, name = relative.rpartition("/")
         if not name or is_hidden_name(name):
             continue
@@ -135,9 +131,7 @@ def partitions_written(files: Iterable[DataFile], since_ms: int | None = None) -
     """Distinct partitions of the files modified at or after `since_ms` (all files when None),
     sorted; empty for an unpartitioned dataset."""
     directories = {
-        data_file.relative_path.rpartition("/")[0]
-        for data_file in files
-        if since_ms is None or data_file.modified_ms >= since_ms
+        data_file.relative_path.rpartition("/")[0] for data_file in files if since_ms is None or data_file.modified_ms >= since_ms
     }
     seen: dict[tuple[tuple[str, str | None], ...], dict[str, str | None]] = {}
     for directory in directories:
@@ -220,8 +214,11 @@ def latest_delta_version(log_names: Iterable[str]) -> int | None:
     """The table version a Delta log directory's file names show: its highest commit
     (`00000000000000000007.json`, or a checkpoint `...7.checkpoint.parquet` when older commits
     were cleaned up)."""
-    versions = [int(name.split(".", 1)[0]) for name in log_names if name.split(".", 1)[0].isdigit()
-                and (name.endswith(".json") or ".checkpoint" in name)]
+    versions = [
+        int(name.split(".", 1)[0])
+        for name in log_names
+        if name.split(".", 1)[0].isdigit() and (name.endswith(".json") or ".checkpoint" in name)
+    ]
     return max(versions) if versions else None
 
 
@@ -253,43 +250,7 @@ def file_sink_batch_snapshot(location: str, log_entries: Sequence[tuple[int, str
     committed = data_files(location, file_sink_log_files(log_entries, batch_id))
     before = set(data_files(location, file_sink_log_files(log_entries, batch_id - 1))) if batch_id > 0 else set()
     own_files = [data_file for data_file in committed if data_file not in before]
-    return Snapshot(
-        content_snapshot_id(committed), "content", batch_id=batch_id, partitions=partitions_written(own_files)
-    )
-
-
-def snapshot_facet(snapshot: Snapshot, producer: str) -> dict[str, Any]:
-    """The `snapshot` dataset facet (nulls dropped, offsets kept even when null)."""
-    facet: dict[str, Any] = {
-        "_producer": producer,
-        "_schemaURL": SNAPSHOT_SCHEMA_URL,
-        "snapshotId": snapshot.snapshot_id,
-        "kind": snapshot.kind,
-    }
-    if snapshot.batch_id is not None:
-        facet["batchId"] = snapshot.batch_id
-    if snapshot.partitions is not None:
-        facet["partitions"] = [dict(values) for values in snapshot.partitions]
-    if snapshot.has_offsets:
-        facet["startOffset"] = snapshot.start_offset
-        facet["endOffset"] = snapshot.end_offset
-    return facet
-
-
-def version_facet(snapshot: Snapshot, producer: str) -> dict[str, Any]:
-    """The standard `version` dataset facet carrying the same id."""
-    return {
-        "_producer": producer,
-        "_schemaURL": "https://openlineage.io/spec/facets/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet",
-        "datasetVersion": snapshot.snapshot_id,
-    }
-
-
-def dataset_facets(snapshot: Snapshot | None, producer: str) -> dict[str, dict[str, Any]]:
-    """`{"snapshot": ..., "version": ...}` to merge into a dataset's facets; empty when unknown."""
-    if snapshot is None:
-        return {}
-    return {"snapshot": snapshot_facet(snapshot, producer), "version": version_facet(snapshot, producer)}
+    return Snapshot(content_snapshot_id(committed), "content", batch_id=batch_id, partitions=partitions_written(own_files))
 
 
 @attrs.frozen
@@ -300,19 +261,3 @@ class MicroBatch:
     num_input_rows: int
     checkpoint_location: str | None = None
     duration_ms: int | None = None
-
-
-def micro_batch_facet(batch: MicroBatch, producer: str) -> dict[str, Any]:
-    facet: dict[str, Any] = {
-        "_producer": producer,
-        "_schemaURL": MICRO_BATCH_SCHEMA_URL,
-        "batchId": batch.batch_id,
-        "queryId": batch.query_id,
-        "runId": batch.run_id,
-        "numInputRows": max(batch.num_input_rows, 0),
-    }
-    if batch.checkpoint_location is not None:
-        facet["checkpointLocation"] = batch.checkpoint_location
-    if batch.duration_ms is not None:
-        facet["durationMs"] = max(batch.duration_ms, 0)
-    return facet

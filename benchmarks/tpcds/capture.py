@@ -16,7 +16,8 @@ from typing import Any
 
 import attrs
 
-from benchmarks.tpcds import generate, spark as spark_io
+from benchmarks.tpcds import generate
+from benchmarks.tpcds import spark as spark_io
 from benchmarks.tpcds.paths import plans_dir, tables_dir
 from benchmarks.tpcds.queries import Ctas, all_ctas, load_query_texts, select_queries
 
@@ -128,9 +129,7 @@ def capture(
     return records
 
 
-def _capture_all(
-    session: Any, statements: list[Ctas], target: Path
-) -> tuple[list[PlanRecord], dict[str, str]]:
+def _capture_all(session: Any, statements: list[Ctas], target: Path) -> tuple[list[PlanRecord], dict[str, str]]:
     recorder = _Recorder()
     records: list[PlanRecord] = []
     failures: dict[str, str] = {}
@@ -181,9 +180,7 @@ def _save(statement: Ctas, callbacks: list[tuple[str, str, str, str]], target: P
     return records
 
 
-def _write_index(
-    target: Path, records: list[PlanRecord], failures: dict[str, str], spark_version: str, merge: bool
-) -> None:
+def _write_index(target: Path, records: list[PlanRecord], failures: dict[str, str], spark_version: str, merge: bool) -> None:
     index_path, failures_path = target / "index.json", target / "failures.json"
     entries = [attrs.asdict(record) for record in records]
     if merge and index_path.exists():

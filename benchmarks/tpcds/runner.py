@@ -1,9 +1,10 @@
 """`python -m benchmarks.tpcds run`: every TPC-DS CTAS without and with the emitter, in one run.
 
-One SparkContext, two sessions over the same catalog: `plain` and `emitted` (a `newSession()`
-with `emitter.attach`; Spark's QueryExecutionListeners are per session, so the plain one runs
-no emitter code). Per statement both run back to back, alternating which goes first, and the
-CTAS table is dropped after each. A statement's wall time runs from submitting the CTAS until
+One SparkContext, three sessions over the same catalog: `plain`, `emitted` (a `newSession()`
+with `emitter.attach`, plans written by the listener's compact dump) and `emitted-toJSON` (the
+same, plans written by Spark's own `toJSON()`, the path the compact dump replaced); Spark's
+QueryExecutionListeners are per session, so the plain one runs no emitter code. Per statement
+the three run back to back, rotating which goes first, and the CTAS table is dropped after each. A statement's wall time runs from submitting the CTAS until
 Spark's listener bus is empty, so it includes the emitter's callbacks, which Spark runs
 asynchronously after the action.
 """
@@ -14,21 +15,24 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from benchmarks.tpcds import analysis, generate, spark as spark_io
+from benchmarks.tpcds import analysis, generate
+from benchmarks.tpcds import spark as spark_io
 from benchmarks.tpcds.cpu import CpuClock
 from benchmarks.tpcds.engine_check import EngineVerdict, run_capture, verdict
 from benchmarks.tpcds.paths import results_dir, tables_dir
 from benchmarks.tpcds.queries import Ctas, all_ctas, load_query_texts, select_queries
 from benchmarks.tpcds.report import Summary, format_report, summarize
 
-PLAIN, EMITTED = "plain", "emitted"
+PLAIN, EMITTED, TOJSON = "plain", "emitted", "emitted-toJSON"
+EMITTED_VARIANTS = (EMITTED, TOJSON)
+EVENT_FILES = {EMITTED: "events.jsonl", TOJSON: "events-toJSON.jsonl"}
 
 
 @attrs.define
@@ -38,24 +42,29 @@ class StatementTiming:
     call_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → until spark.sql returned
     cpu_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → Python + JVM CPU, submit to settled
     errors: dict[str, str] = attrs.field(factory=dict)
-    capture_ms: list[float] = attrs.field(factory=list)  # JVM copy-out per captured callback
-    pipeline_ms: list[float] = attrs.field(factory=list)  # parse + lineage + events + emit per capture
-    captures: list[Any] = attrs.field(factory=list, repr=False)  # what the pipeline received
+    # per emitted variant:
+    capture_ms: dict[str, list[float]] = attrs.field(factory=dict)  # JVM copy-out per captured callback
+    pipeline_ms: dict[str, list[float]] = attrs.field(factory=dict)  # parse + lineage + events + emit per capture
+    captures: dict[str, list[Any]] = attrs.field(factory=dict, repr=False)  # what the pipeline received
     first: str = PLAIN
 
 
 class _PipelineTimer:
-    """Wraps the listener's hand-off to the pipeline to time what runs in Python per capture."""
+    """Stands between the batch listener and its pipeline to time what runs in Python per capture
+    (`handle`, what the listener hands over); everything else goes to the pipeline unchanged."""
 
-    def __init__(self, handle: Callable[[Any], Any]) -> None:
-        self._handle = handle
+    def __init__(self, pipeline: Any) -> None:
+        self._pipeline = pipeline
         self.pipeline_ms: list[float] = []
         self.captures: list[Any] = []
 
-    def __call__(self, capture: Any) -> Any:
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pipeline, name)
+
+    def handle(self, capture: Any) -> Any:
         started = time.perf_counter()
         try:
-            return self._handle(capture)
+            return self._pipeline.handle(capture)
         finally:
             self.pipeline_ms.append((time.perf_counter() - started) * 1000)
             self.captures.append(capture)
@@ -67,71 +76,91 @@ def main(wanted: Sequence[str] | None = None) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     output_dir = results_dir() / stamp
     output_dir.mkdir(parents=True, exist_ok=True)
-    summary = run(statements, output_dir)
-    print(format_report(summary))
-    (output_dir / "summary.json").write_text(json.dumps(attrs.asdict(summary), indent=1, default=str) + "\n")
+    summaries = run(statements, output_dir)
+    print(format_report(summaries))
+    as_json = {variant: attrs.asdict(summary) for variant, summary in summaries.items()}
+    (output_dir / "summary.json").write_text(json.dumps(as_json, indent=1, default=str) + "\n")
     print(f"\nevents: {output_dir / 'events.jsonl'}\nsummary: {output_dir / 'summary.json'}")
     return 0
 
 
-def run(statements: list[Ctas], output_dir: Path, tables_root: Path | None = None) -> Summary:
-    """Time `statements` in both variants; events land in `output_dir/events.jsonl`."""
+def run(statements: list[Ctas], output_dir: Path, tables_root: Path | None = None) -> dict[str, Summary]:
+    """Time `statements` in the three variants; the summary of each emitted variant. The events
+    land in `output_dir/events.jsonl` (compact dump) and `output_dir/events-toJSON.jsonl`."""
     tables_root = tables_root or tables_dir()
-    events_path = output_dir / "events.jsonl"
     warehouse = Path(tempfile.mkdtemp(prefix="warehouse-", dir=output_dir))
     plain = spark_io.build_session(warehouse, "tpcds-bench")
     try:
         spark_io.register_tables(plain, tables_root, generate.table_names(tables_root))
-        emitted = plain.newSession()
-        emitted.catalog.setCurrentDatabase(spark_io.SOURCE_DATABASE)
-        attachment, timer = _attach(emitted, events_path)
+        sessions = {PLAIN: plain}
+        attached: dict[str, tuple[Any, _PipelineTimer]] = {}
+        for variant in EMITTED_VARIANTS:
+            sessions[variant] = plain.newSession()
+            sessions[variant].catalog.setCurrentDatabase(spark_io.SOURCE_DATABASE)
+            attached[variant] = _attach(sessions[variant], output_dir / EVENT_FILES[variant], compact=variant == EMITTED)
         clock = CpuClock(spark_io.jvm_pid(plain))
-        timings = _run_all(plain, emitted, attachment, timer, clock, statements)
-        attachment.close()
+        timings = _run_all(sessions, attached, clock, statements)
+        for attachment, _ in attached.values():
+            attachment.close()
     finally:
         plain.stop()
         shutil.rmtree(warehouse, ignore_errors=True)
-    coverage = analysis.coverage_by_statement(analysis.read_events(events_path), [s.name for s in statements])
-    return summarize(timings, coverage, _engine_verdicts(timings))
+    names = [s.name for s in statements]
+    return {
+        variant: summarize(
+            timings,
+            analysis.coverage_by_statement(analysis.read_events(output_dir / EVENT_FILES[variant]), names),
+            _engine_verdicts(timings, variant),
+            variant,
+        )
+        for variant in EMITTED_VARIANTS
+    }
 
 
-def _engine_verdicts(timings: list[StatementTiming]) -> dict[str, EngineVerdict]:
+def _engine_verdicts(timings: list[StatementTiming], variant: str) -> dict[str, EngineVerdict]:
     verdicts = {}
     for timing in timings:
-        capture = run_capture(timing.captures)
+        capture = run_capture(timing.captures.get(variant, []))
         if capture is not None:
             verdicts[timing.name] = verdict(capture)
     return verdicts
 
 
-def _attach(session: Any, events_path: Path) -> tuple[Any, _PipelineTimer]:
+def _attach(session: Any, events_path: Path, compact: bool) -> tuple[Any, _PipelineTimer]:
     import emitter
+    from emitter.listener.jvm import PlanDumper
 
     transport = {"type": "file", "log_file_path": str(events_path), "append": True}
     attachment = emitter.attach(session, config={"transport": transport})
     if attachment is None:
         raise RuntimeError("emitter.attach returned None (disabled, or it failed: see the log)")
-    timer = _PipelineTimer(attachment.listener.handle)
-    attachment.listener.handle = timer
+    if not compact:
+        attachment.listener.dumper = PlanDumper(session.sparkContext._gateway, compact=False)
+    timer = _PipelineTimer(attachment.pipeline)
+    attachment.listener.pipeline = timer
     return attachment, timer
 
 
 def _run_all(
-    plain: Any, emitted: Any, attachment: Any, timer: _PipelineTimer, clock: CpuClock, statements: list[Ctas]
+    sessions: dict[str, Any], attached: dict[str, tuple[Any, _PipelineTimer]], clock: CpuClock, statements: list[Ctas]
 ) -> list[StatementTiming]:
-    sessions = {PLAIN: plain, EMITTED: emitted}
     _warm_up(sessions, statements[0], clock)
+    variants = list(sessions)
     timings = []
     for position, statement in enumerate(statements):
-        order = (PLAIN, EMITTED) if position % 2 == 0 else (EMITTED, PLAIN)
+        shift = position % len(variants)
+        order = variants[shift:] + variants[:shift]
         timing = StatementTiming(statement.name, first=order[0])
         for variant in order:
+            if variant not in attached:
+                _time_one(sessions[variant], statement, variant, timing, clock)
+                continue
+            attachment, timer = attached[variant]
             captures_before, pipelines_before = len(attachment.listener.extraction_ms), len(timer.pipeline_ms)
             _time_one(sessions[variant], statement, variant, timing, clock)
-            if variant == EMITTED:
-                timing.capture_ms = attachment.listener.extraction_ms[captures_before:]
-                timing.pipeline_ms = timer.pipeline_ms[pipelines_before:]
-                timing.captures = timer.captures[pipelines_before:]
+            timing.capture_ms[variant] = attachment.listener.extraction_ms[captures_before:]
+            timing.pipeline_ms[variant] = timer.pipeline_ms[pipelines_before:]
+            timing.captures[variant] = timer.captures[pipelines_before:]
         timings.append(timing)
         print(_progress_line(timing), flush=True)
     return timings
@@ -163,11 +192,9 @@ def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTimi
 
 
 def _progress_line(timing: StatementTiming) -> str:
-    plain, emitted = timing.seconds.get(PLAIN, 0.0), timing.seconds.get(EMITTED, 0.0)
-    extraction = sum(timing.capture_ms) + sum(timing.pipeline_ms)
-    errors = f" ERRORS {timing.errors}" if timing.errors else ""
-    cpu = f"cpu plain {timing.cpu_seconds.get(PLAIN, 0.0):.2f}s emitted {timing.cpu_seconds.get(EMITTED, 0.0):.2f}s"
-    return (
-        f"{timing.name}: plain {plain:.2f}s emitted {emitted:.2f}s {cpu} "
-        f"(first {timing.first}) extraction {extraction:.0f} ms in {len(timing.capture_ms)} captures{errors}"
+    walls = " ".join(f"{variant} {seconds:.2f}s" for variant, seconds in timing.seconds.items())
+    extraction = " ".join(
+        f"{variant} {sum(timing.capture_ms[variant]) + sum(timing.pipeline_ms[variant]):.0f} ms" for variant in timing.capture_ms
     )
+    errors = f" ERRORS {timing.errors}" if timing.errors else ""
+    return f"{timing.name}: {walls} (first {timing.first}); extraction {extraction}{errors}"

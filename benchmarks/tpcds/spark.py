@@ -41,9 +41,7 @@ def register_tables(spark: SparkSession, tables_root: Path, table_names: list[st
     spark.sql(f"CREATE DATABASE IF NOT EXISTS {TARGET_DATABASE}")
     for table in table_names:
         location = (tables_root / table).resolve()
-        spark.sql(
-            f"CREATE TABLE IF NOT EXISTS {SOURCE_DATABASE}.{table} USING parquet LOCATION '{location}'"
-        )
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {SOURCE_DATABASE}.{table} USING parquet LOCATION '{location}'")
     spark.catalog.setCurrentDatabase(SOURCE_DATABASE)
 
 
@@ -82,9 +80,7 @@ class _QueryExecutionCallback:
 
 
 @contextmanager
-def query_execution_listener(
-    spark: SparkSession, handle: Callable[[str, Any, Any], None]
-) -> Iterator[None]:
+def query_execution_listener(spark: SparkSession, handle: Callable[[str, Any, Any], None]) -> Iterator[None]:
     """Register `handle(func_name, query_execution, exception_or_None)` for the block's duration."""
     ensure_callback_server_started(spark.sparkContext._gateway)
     callback = _QueryExecutionCallback(handle)
@@ -110,4 +106,7 @@ def exception_text(exception: Any) -> str:
 
 
 def jvm_pid(spark: SparkSession) -> int:
-    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    jvm = spark.sparkContext._jvm
+    if jvm is None:
+        raise RuntimeError("the SparkContext is stopped: no driver JVM")
+    return int(jvm.java.lang.ProcessHandle.current().pid())

@@ -20,11 +20,13 @@ its defining expression (`sum(x)` rather than `_w0`), implicit coercion casts ar
 and text is cut at ~200 characters with "…".
 
 Optimizer-inferred predicates are not reported as FILTER: `isnotnull(x)` beside another
-predicate on `x` or on a join key, and `size(arr) > 0` under an explode of `arr`; a lone
-`x IS NOT NULL` is kept unless `x`'s source column is used at dataset level otherwise.
+predicate on `x` or on a join key of a side Spark infers filters for (not a LEFT JOIN's
+preserved side), and `size(arr) > 0` under an explode of `arr`; a lone `x IS NOT NULL` is kept
+unless `x`'s source column is also such a join key or filtered otherwise.
 
 `cached_plans` maps `plan.leaf_key(<InMemoryRelation>)` to the parsed plan it caches (optimized
-or analyzed); the relation's columns are that plan's output columns by position.
+or analyzed), and `plan.leaf_key(<LogicalRDD>)` of a foreachBatch micro-batch to its streaming
+query's plan; the relation's columns are that plan's output columns by position.
 
 Unknown operators degrade (ids pass through, else same name, else every child column) with one
 warning naming the class; a handler failing on an unforeseen shape degrades the same way; plans
@@ -125,9 +127,7 @@ def column_lineage(
         )
 
 
-def _column_lineage(
-    query: Node, cached_plans: Mapping[int, Node], output_columns: Sequence[str] | None
-) -> ColumnLineage:
+def _column_lineage(query: Node, cached_plans: Mapping[int, Node], output_columns: Sequence[str] | None) -> ColumnLineage:
     graph = Graph(cached_plans=cached_plans)
     graph.add_plan(query)
     walker = _Walker(graph)
@@ -142,27 +142,29 @@ def _column_lineage(
     )
 
 
-def _align(
-    names: Sequence[str] | None, attributes: tuple[Attribute, ...], graph: Graph
-) -> list[tuple[str, Attribute]]:
-    """Target column names paired with query attributes: by position when the counts agree,
-    else by name in order (the JSON drops Generate's pruned child columns, so a query can show
-    more columns than it really outputs)."""
+def _align(names: Sequence[str] | None, attributes: tuple[Attribute, ...], graph: Graph) -> list[tuple[str, Attribute]]:
+    """Target column names paired with query attributes: by position when the counts agree.
+
+    Else the query shows more columns than it outputs: the JSON drops a root Generate's list of
+    pruned child columns, and those precede the generator's outputs. So names are matched from
+    the end, each to the nearest earlier attribute of that name: `explode(split(a, ' ')) AS a`
+    pairs the output `a` with the generator's column, never with the pruned input `a`.
+    """
     if names is None:
         return [(attribute.name, attribute) for attribute in attributes]
     if len(names) == len(attributes):
-        return list(zip(names, attributes))
+        return list(zip(names, attributes, strict=False))
     pairs: list[tuple[str, Attribute]] = []
-    remaining = iter(attributes)
-    for name in names:
+    remaining = iter(reversed(attributes))
+    for name in reversed(names):
         match = next((attr for attr in remaining if attr.name.lower() == name.lower()), None)
         if match is None:
             break
         pairs.append((name, match))
     if len(pairs) == len(names):
-        return pairs
+        return pairs[::-1]
     graph.warn(f"{len(names)} target columns for {len(attributes)} query columns: matched by position")
-    return list(zip(names, attributes))
+    return list(zip(names, attributes, strict=False))
 
 
 def _edges(paths: LeafPaths, graph: Graph) -> tuple[InputEdge, ...]:
@@ -176,34 +178,29 @@ def _edges(paths: LeafPaths, graph: Graph) -> tuple[InputEdge, ...]:
 def _dataset_edges(walker: _Walker, graph: Graph) -> tuple[InputEdge, ...]:
     grouped: dict[tuple[Node, str], list[Transformation]] = {}
     seen: set[tuple[int, str]] = set()
-    strong_leaves = {
+    inferring_leaves = {
         leaf
         for index, (expr_id, _) in enumerate(graph.dataset)
-        if index not in graph.weak_filters
+        if index in graph.inference_sources
         for leaf, _ in walker.resolve(expr_id)
     }
     for index, (expr_id, step) in enumerate(graph.dataset):
         for leaf, inner in walker.resolve(expr_id):
-            if index in graph.weak_filters and leaf in strong_leaves:
+            if index in graph.weak_filters and leaf in inferring_leaves:
                 continue
             if (leaf, step.subtype) in seen:
                 continue
             seen.add((leaf, step.subtype))
             relation, column = graph.leaves[leaf]
             masking = step.masking or inner.masking
-            grouped.setdefault((relation, column), []).append(
-                Transformation(INDIRECT, step.subtype, step.description, masking)
-            )
+            grouped.setdefault((relation, column), []).append(Transformation(INDIRECT, step.subtype, step.description, masking))
     return _sorted_edges(grouped, graph)
 
 
 def _sorted_edges(grouped: dict[tuple[Node, str], list[Transformation]], graph: Graph) -> tuple[InputEdge, ...]:
     order = {relation: index for index, relation in enumerate(graph.relations)}
     keys = sorted(grouped, key=lambda key: (order.get(key[0], len(order)), key[1]))
-    return tuple(
-        InputEdge(relation, column, _sorted_transformations(grouped[(relation, column)]))
-        for relation, column in keys
-    )
+    return tuple(InputEdge(relation, column, _sorted_transformations(grouped[(relation, column)])) for relation, column in keys)
 
 
 def _sorted_transformations(items: list[Transformation]) -> tuple[Transformation, ...]:

@@ -3,7 +3,7 @@
 The role starts as DIRECT/IDENTITY for a bare column and DIRECT/TRANSFORMATION otherwise, and
 changes while descending: into an aggregate function (AGGREGATION), a CASE/IF condition or a
 COALESCE fallback test (INDIRECT/CONDITIONAL), a window's PARTITION BY / ORDER BY
-(INDIRECT/WINDOW). Masking functions (hashes, count) mark everything beneath them.
+(INDIRECT/WINDOW), grouping() / grouping_id() (INDIRECT/GROUP_BY). Masking functions (hashes, count) mark everything beneath them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from emitter.lineage.model import (
     AGGREGATION,
     CONDITIONAL,
     DIRECT,
+    GROUP_BY,
     IDENTITY,
     INDIRECT,
     TRANSFORMATION,
@@ -24,11 +25,28 @@ from emitter.lineage.model import (
 )
 from emitter.plan import ATTRIBUTE_CLASSES, Expr, Node
 
-MASKING_FUNCTIONS = frozenset({
-    "Sha1", "Sha2", "Md5", "Crc32", "Murmur3Hash", "XxHash64", "HiveHash", "Mask",
-    "Count", "HyperLogLogPlusPlus", "CountIf", "CountMinSketchAgg", "HllSketchAgg", "BloomFilterAggregate",
-})
-CONDITIONAL_FALLBACKS = frozenset({"Coalesce", "Nvl", "Nvl2", "IfNull"})
+MASKING_FUNCTIONS = frozenset(
+    {
+        "Sha1",
+        "Sha2",
+        "Md5",
+        "Crc32",
+        "Murmur3Hash",
+        "XxHash64",
+        "HiveHash",
+        "Mask",
+        "Count",
+        "HyperLogLogPlusPlus",
+        "CountIf",
+        "CountMinSketchAgg",
+        "HllSketchAgg",
+        "BloomFilterAggregate",
+    }
+)
+# Every argument but the last is tested for null to pick the result (docs/facets.md). Analyzed
+# plans keep nvl/ifnull with their replacement coalesce as the only child (handled there), and
+# nvl2(a, b, c) is an If(isnotnull(a), b, c).
+CONDITIONAL_FALLBACKS = frozenset({"Coalesce", "Nvl", "IfNull"})
 SUBQUERY_EXPRESSIONS = frozenset({"ScalarSubquery", "Exists", "ListQuery", "LateralSubquery", "InSubquery"})
 RANKING_FUNCTIONS = frozenset({"Rank", "DenseRank", "PercentRank", "CumeDist"})
 
@@ -124,10 +142,7 @@ def _case_when(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Refe
 
 
 def _if(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
-    return [
-        (child, role.indirect(CONDITIONAL) if index == 0 else _valued(role))
-        for index, child in enumerate(expr.children)
-    ]
+    return [(child, role.indirect(CONDITIONAL) if index == 0 else _valued(role)) for index, child in enumerate(expr.children)]
 
 
 def _coalesce(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
@@ -152,6 +167,12 @@ def _window_expression(expr: Expr, role: Role, on_subplan: SubplanSink, found: l
 
 def _ranking(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
     return [(child, role.indirect(WINDOW)) for child in expr.children]
+
+
+def _grouping(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
+    """grouping(c) / grouping_id(...) say which grouping set a row belongs to: they read the
+    columns they name as grouping columns, not their values."""
+    return [(child, role.indirect(GROUP_BY)) for child in expr.children]
 
 
 def _lambda(expr: Expr, role: Role, on_subplan: SubplanSink, found: list[Reference]) -> Visits:
@@ -179,6 +200,8 @@ _SPECIAL: dict[str, Callable[[Expr, Role, SubplanSink, list[Reference]], Visits]
     "If": _if,
     "WindowExpression": _window_expression,
     "LambdaFunction": _lambda,
+    "Grouping": _grouping,
+    "GroupingID": _grouping,
     "OuterReference": _outer_reference,
     **{name: _coalesce for name in CONDITIONAL_FALLBACKS},
     **{name: _ranking for name in RANKING_FUNCTIONS},

@@ -28,30 +28,81 @@ from emitter.lineage.model import (
 from emitter.plan import ATTRIBUTE_CLASSES, Attribute, Expr, Node, leaf_key, simple_class
 
 MAX_INLINE_DEPTH = 40
+GROUPING_ID_NAME = "spark_grouping_id"
 
 # Operators whose output attributes are exactly (a subset of) their children's: ids flow through.
-PASS_THROUGH = frozenset({
-    "GlobalLimit", "LocalLimit", "Limit", "Offset", "Tail", "Sample", "Repartition",
-    "RepartitionByExpression", "RebalancePartitions", "SubqueryAlias", "View",
-    "ResolvedHint", "CollectMetrics", "EventTimeWatermark", "UpdateEventTimeWatermarkColumn",
-    "ReturnAnswer", "WithCTE", "CTERelationDef", "WriteFiles", "Subquery", "OneRowRelation",
-    "WithWindowDefinition", "AttachDistributedSequence", "Coalesce", "DeserializeToObject",
-    "SerializeFromObject", "WindowGroupLimit",
-})
+PASS_THROUGH = frozenset(
+    {
+        "GlobalLimit",
+        "LocalLimit",
+        "Limit",
+        "Offset",
+        "Tail",
+        "Sample",
+        "Repartition",
+        "RepartitionByExpression",
+        "RebalancePartitions",
+        "SubqueryAlias",
+        "View",
+        "ResolvedHint",
+        "CollectMetrics",
+        "EventTimeWatermark",
+        "UpdateEventTimeWatermarkColumn",
+        "ReturnAnswer",
+        "WithCTE",
+        "CTERelationDef",
+        "WriteFiles",
+        "Subquery",
+        "OneRowRelation",
+        "WithWindowDefinition",
+        "AttachDistributedSequence",
+        "Coalesce",
+        "DeserializeToObject",
+        "SerializeFromObject",
+        "WindowGroupLimit",
+    }
+)
 # Leaf relations: each output attribute is a source column.
-LEAF_RELATIONS = frozenset({
-    "LogicalRelation", "HiveTableRelation", "DataSourceV2Relation", "DataSourceV2ScanRelation",
-    "StreamingRelation", "StreamingRelationV2", "StreamingDataSourceV2Relation",
-    "StreamingDataSourceV2ScanRelation", "StreamingExecutionRelation", "LocalRelation",
-    "LogicalRDD", "Range", "InMemoryRelation", "ExternalRDD", "StreamingRelationExec",
-})
+LEAF_RELATIONS = frozenset(
+    {
+        "LogicalRelation",
+        "HiveTableRelation",
+        "DataSourceV2Relation",
+        "DataSourceV2ScanRelation",
+        "StreamingRelation",
+        "StreamingRelationV2",
+        "StreamingDataSourceV2Relation",
+        "StreamingDataSourceV2ScanRelation",
+        "StreamingExecutionRelation",
+        "LocalRelation",
+        "LogicalRDD",
+        "Range",
+        "InMemoryRelation",
+        "ExternalRDD",
+        "StreamingRelationExec",
+    }
+)
 # Python / script operators whose output is computed from every input column.
-OPAQUE_FUNCTIONS = frozenset({
-    "MapInPandas", "MapInArrow", "PythonMapInArrow", "FlatMapGroupsInPandas", "FlatMapGroupsInArrow",
-    "FlatMapCoGroupsInPandas", "FlatMapCoGroupsInArrow", "FlatMapGroupsInPandasWithState",
-    "ScriptTransformation", "HiveScriptTransformation", "MapPartitions", "MapPartitionsInR",
-    "MapElements", "AppendColumns", "FlatMapGroupsWithState", "TransformWithState",
-})
+OPAQUE_FUNCTIONS = frozenset(
+    {
+        "MapInPandas",
+        "MapInArrow",
+        "PythonMapInArrow",
+        "FlatMapGroupsInPandas",
+        "FlatMapGroupsInArrow",
+        "FlatMapCoGroupsInPandas",
+        "FlatMapCoGroupsInArrow",
+        "FlatMapGroupsInPandasWithState",
+        "ScriptTransformation",
+        "HiveScriptTransformation",
+        "MapPartitions",
+        "MapPartitionsInR",
+        "MapElements",
+        "AppendColumns",
+        "FlatMapGroupsWithState",
+        "TransformWithState",
+    }
+)
 
 
 @define
@@ -67,13 +118,18 @@ class Graph:
     warnings: list[str] = field(factory=list)
     names: dict[int, str] = field(factory=dict)
     definitions: dict[int, Expr] = field(factory=dict)
-    join_key_ids: set[int] = field(factory=set)
+    # Join keys on a side where Spark infers `isnotnull(key)` filters (see `_inferring_sides`).
+    inferable_key_ids: set[int] = field(factory=set)
     generator_input_ids: set[int] = field(factory=set)
     declared: set[int] = field(factory=set)
     # Indexes into `dataset` of lone `isnotnull(x)` filters: dropped when x's source column is
-    # used otherwise at dataset level (the optimizer infers them from joins through aliases).
+    # also an inferable join key or filtered otherwise (the optimizer infers them through aliases).
     weak_filters: set[int] = field(factory=set)
+    # Indexes into `dataset` of entries the optimizer can infer `isnotnull` filters from.
+    inference_sources: set[int] = field(factory=set)
     cte_definitions: dict[int, Node] = field(factory=dict)
+    # ROLLUP / CUBE / GROUPING SETS: grouping-id expr id -> its Expand's grouping columns, in order.
+    grouping_ids: dict[int, tuple[Expr, ...]] = field(factory=dict)
     _visited: set[int] = field(factory=set)
     _texts: dict[int, str] = field(factory=dict)
     _rendering: set[int] = field(factory=set)
@@ -102,7 +158,7 @@ class Graph:
         if node.cls == "Join":
             condition = node.expr("condition")
             if condition is not None:
-                self.join_key_ids.update(ref.expr_id for ref in references(condition, lambda _: None))
+                self.inferable_key_ids.update(_inferable_keys(node, condition))
         if node.cls == "Generate":
             generator = node.expr("generator")
             if generator is not None:
@@ -116,15 +172,15 @@ class Graph:
         if target != source:
             self.edges.setdefault(target, []).append((source, transformation))
 
-    def add_expression(
-        self, target: Attribute | int, expr: Expr, role: Role | None = None, inline: bool = True
-    ) -> None:
+    def add_expression(self, target: Attribute | int, expr: Expr, role: Role | None = None, inline: bool = True) -> None:
         """`target` is computed by `expr`: an edge per attribute it reads, described by its text.
 
         With `inline`, later descriptions print `expr` in place of the target's internal name.
         """
         target_id = target.expr_id if isinstance(target, Attribute) else target
         self.declared.add(target_id)
+        if self.grouping_ids:
+            expr = _name_grouping_functions(expr, self.grouping_ids)
         refs = references(expr, self.add_plan, role)
         bare = strip_transparent(expr)
         if inline and bare.cls not in ATTRIBUTE_CLASSES:
@@ -132,9 +188,11 @@ class Graph:
         for ref in refs:
             self.add_edge(target_id, ref.expr_id, self._transformation(ref, expr, target_id))
 
-    def add_dataset(self, expr: Expr, subtype: str, description: str | None = None) -> None:
+    def add_dataset(self, expr: Expr, subtype: str, description: str | None = None, infers_not_null: bool = False) -> None:
         text = description if description is not None else self.text(expr)
         for ref in references(expr, self.add_plan):
+            if infers_not_null or ref.expr_id in self.inferable_key_ids:
+                self.inference_sources.add(len(self.dataset))
             self.dataset.append((ref.expr_id, Transformation(INDIRECT, subtype, text, ref.role.masking)))
 
     def add_leaf(self, node: Node) -> None:
@@ -219,9 +277,10 @@ def _filter(node: Node, graph: Graph) -> None:
     for conjunct in conjuncts:
         if _is_inferred_not_null(conjunct, conjuncts, graph):
             continue
-        if conjunct.cls == "IsNotNull":
+        weak = conjunct.cls == "IsNotNull"
+        if weak:
             graph.weak_filters.add(len(graph.dataset))
-        graph.add_dataset(conjunct, FILTER)
+        graph.add_dataset(conjunct, FILTER, infers_not_null=not weak)
 
 
 def _conjuncts(expr: Expr) -> list[Expr]:
@@ -240,12 +299,41 @@ def _is_inferred_not_null(conjunct: Expr, conjuncts: list[Expr], graph: Graph) -
     target = strip_transparent(conjunct.children[0]).expr_id
     if target is None:
         return False
-    if target in graph.join_key_ids or target in graph.generator_input_ids:
+    if target in graph.inferable_key_ids or target in graph.generator_input_ids:
         return True
-    return any(
-        other is not conjunct and any(item.expr_id == target for item in other.walk())
-        for other in conjuncts
-    )
+    return any(other is not conjunct and any(item.expr_id == target for item in other.walk()) for other in conjuncts)
+
+
+def _inferable_keys(join: Node, condition: Expr) -> set[int]:
+    """Ids the condition reads from a side Spark adds inferred `isnotnull` filters to
+    (InferFiltersFromConstraints): both sides of inner and semi joins, the null-supplying side
+    of an outer join, the right side of an anti join, neither side of a full outer join. A
+    filter on a LEFT JOIN's preserved side is the user's, even on a join key."""
+    side_ids = [{attribute.expr_id for attribute in child.output} for child in join.children[:2]]
+    keys: set[int] = set()
+    for ref in references(condition, lambda _: None):
+        for index in _inferring_sides(join):
+            if index < len(side_ids) and ref.expr_id in side_ids[index]:
+                keys.add(ref.expr_id)
+    return keys
+
+
+def _inferring_sides(join: Node) -> tuple[int, ...]:
+    name = _join_type(join)
+    if name in ("Inner", "Cross", "LeftSemi") or name.startswith("Inner"):
+        return (0, 1)
+    if name == "RightOuter":
+        return (0,)
+    if name in ("LeftOuter", "LeftAnti"):
+        return (1,)
+    return ()
+
+
+def _join_type(join: Node) -> str:
+    join_type = join.fields.get("joinType")
+    if not isinstance(join_type, dict):
+        return ""
+    return simple_class(str(join_type.get("object") or join_type.get("product-class") or ""))
 
 
 def _is_inferred_non_empty(conjunct: Expr, graph: Graph) -> bool:
@@ -263,7 +351,7 @@ def _join(node: Node, graph: Graph) -> None:
     if condition is not None:
         graph.add_dataset(condition, JOIN)
     join_type = node.fields.get("joinType")
-    if isinstance(join_type, dict) and simple_class(str(join_type.get("product-class", ""))) == "ExistenceJoin":
+    if isinstance(join_type, dict) and _join_type(node) == "ExistenceJoin":
         exists = node.output[-1] if node.output else None
         if exists is not None and condition is not None:
             graph.add_expression(exists, condition, Role(DIRECT, TRANSFORMATION), inline=False)
@@ -289,7 +377,7 @@ def _distinct(node: Node, graph: Graph) -> None:
 
 def _union(node: Node, graph: Graph) -> None:
     for child in node.children[1:]:
-        for target, source in zip(node.output, child.output):
+        for target, source in zip(node.output, child.output, strict=False):
             rename = f"{source.name} AS {target.name}" if source.name != target.name else ""
             graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY, rename))
 
@@ -303,6 +391,7 @@ def _set_filter(node: Node, graph: Graph) -> None:
 
 
 def _expand(node: Node, graph: Graph) -> None:
+    _record_grouping_id(node, graph)
     projections = node.exprs.get("projections")
     if not projections:
         _expand_by_name(node, graph)
@@ -310,7 +399,7 @@ def _expand(node: Node, graph: Graph) -> None:
     graph.declared.update(attribute.expr_id for attribute in node.output)
     for projection in projections:
         items = projection if isinstance(projection, tuple) else (projection,)
-        for target, item in zip(node.output, items):
+        for target, item in zip(node.output, items, strict=False):
             if isinstance(item, Expr) and item.cls != "Literal":
                 graph.add_expression(target, item, inline=False)
 
@@ -330,6 +419,56 @@ def _expand_by_name(node: Node, graph: Graph) -> None:
         graph.declared.add(target.expr_id)
 
 
+def _record_grouping_id(node: Node, graph: Graph) -> None:
+    """An Expand for ROLLUP / CUBE / GROUPING SETS outputs the child's columns, then one new
+    column per grouping expression, then `spark_grouping_id` (bit i set = expression n-1-i
+    aggregated away); `grouping(c)` / `grouping_id(...)` are rewritten into bit tests on it."""
+    if not node.output or node.output[-1].name != GROUPING_ID_NAME:
+        return
+    inputs = {attribute.expr_id for child in node.children for attribute in child.output}
+    grouping = tuple(
+        Expr("AttributeReference", (), {"name": attribute.name, "exprId": {"id": attribute.expr_id}})
+        for attribute in node.output[:-1]
+        if attribute.expr_id not in inputs
+    )
+    graph.grouping_ids[node.output[-1].expr_id] = grouping
+
+
+def _name_grouping_functions(expr: Expr, grouping_ids: Mapping[int, tuple[Expr, ...]]) -> Expr:
+    """`CAST((shiftright(gid, k) & 1) AS BYTE)` back to `grouping(c)` and a bare `gid` to
+    `grouping_id(c1, ..., cn)`, so both read (INDIRECT/GROUP_BY) the grouping columns they name."""
+    if expr.cls in ATTRIBUTE_CLASSES:
+        columns = grouping_ids.get(expr.expr_id)  # type: ignore[arg-type]
+        return Expr("GroupingID", columns, {}) if columns else expr
+    column = _grouping_bit(expr, grouping_ids)
+    if column is not None:
+        return Expr("Grouping", (column,), {})
+    if not expr.children:
+        return expr
+    return expr._replace(children=tuple(_name_grouping_functions(child, grouping_ids) for child in expr.children))
+
+
+def _grouping_bit(expr: Expr, grouping_ids: Mapping[int, tuple[Expr, ...]]) -> Expr | None:
+    """The grouping column tested by `[CAST(](shiftright(gid, k) & 1)[ AS BYTE)]`, if `expr` is one."""
+    if expr.cls == "Cast" and expr.children:
+        expr = expr.children[0]
+    if expr.cls != "BitwiseAnd" or len(expr.children) != 2 or not _is_literal(expr.children[1], 1):
+        return None
+    shift = expr.children[0]
+    if shift.cls != "ShiftRight" or len(shift.children) != 2 or shift.children[0].cls not in ATTRIBUTE_CLASSES:
+        return None
+    columns = grouping_ids.get(shift.children[0].expr_id)  # type: ignore[arg-type]
+    offset = shift.children[1].fields.get("value")
+    if not columns or shift.children[1].cls != "Literal" or not str(offset).isdigit():
+        return None
+    index = len(columns) - 1 - int(str(offset))
+    return columns[index] if 0 <= index < len(columns) else None
+
+
+def _is_literal(expr: Expr, value: int) -> bool:
+    return expr.cls == "Literal" and str(expr.fields.get("value")) == str(value)
+
+
 def _generate(node: Node, graph: Graph) -> None:
     generator = node.expr("generator")
     if generator is None:
@@ -345,7 +484,7 @@ def _generator_output(node: Node) -> tuple[Attribute, ...]:
 def _python_eval(node: Node, graph: Graph) -> None:
     """BatchEvalPython / ArrowEvalPython: resultAttrs[i] is udfs[i] applied to its arguments."""
     results = [attr for expr in node.expr_list("resultAttrs") if (attr := expr.attribute())]
-    for result, udf in zip(results, node.expr_list("udfs")):
+    for result, udf in zip(results, node.expr_list("udfs"), strict=False):
         graph.add_expression(result, udf, Role(DIRECT, TRANSFORMATION))
 
 
@@ -381,14 +520,20 @@ def _opaque(node: Node, graph: Graph) -> None:
 
 
 def _in_memory(node: Node, graph: Graph) -> None:
-    """A cached DataFrame: its columns are the cached plan's, by position."""
+    """A cached DataFrame, or a foreachBatch micro-batch (a LogicalRDD) whose streaming query
+    plan the caller knows: its columns are that plan's output columns, the same attributes
+    (a cache) or, where the ids differ (a micro-batch), by position. (Spark 3.5's cached plan can
+    be a Generate whose pruned child columns the JSON omits: positions would be off there.)"""
     key = leaf_key(node)
     cached = graph.cached_plans.get(key) if key is not None else None
     if cached is None:
         graph.add_leaf(node)
         return
     graph.add_plan(cached)
-    for target, source in zip(node.output, cached.output):
+    defined = {attribute.expr_id for attribute in cached.output}
+    if all(target.expr_id in defined for target in node.output):
+        return
+    for target, source in zip(node.output, cached.output, strict=False):
         graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY))
 
 
@@ -398,7 +543,7 @@ def _cte_reference(node: Node, graph: Graph) -> None:
         graph.add_leaf(node)
         graph.warn("CTERelationRef without its definition: columns treated as a source")
         return
-    for target, source in zip(node.output, definition.output):
+    for target, source in zip(node.output, definition.output, strict=False):
         graph.add_edge(target.expr_id, source.expr_id, Transformation(DIRECT, IDENTITY))
 
 
@@ -449,8 +594,9 @@ HANDLERS: dict[str, Handler] = {
     "BatchEvalPythonUDTF": _python_udtf,
     "ArrowEvalPythonUDTF": _python_udtf,
     "InMemoryRelation": _in_memory,
+    "LogicalRDD": _in_memory,
     "CTERelationRef": _cte_reference,
     **{name: _opaque for name in OPAQUE_FUNCTIONS},
-    **{name: _leaf for name in LEAF_RELATIONS if name != "InMemoryRelation"},
+    **{name: _leaf for name in LEAF_RELATIONS if name not in ("InMemoryRelation", "LogicalRDD")},
     **{name: _pass_through for name in PASS_THROUGH},
 }

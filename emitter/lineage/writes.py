@@ -9,14 +9,31 @@ from attrs import field, frozen
 
 from emitter.plan import Node, table_identifier
 
-WRITE_COMMANDS = frozenset({
-    "InsertIntoHadoopFsRelationCommand", "CreateDataSourceTableAsSelectCommand", "InsertIntoHiveTable",
-    "CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand", "InsertIntoDataSourceCommand",
-    "InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand", "SaveIntoDataSourceCommand",
-    "AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta",
-    "CreateTableAsSelect", "ReplaceTableAsSelect", "WriteToDataSourceV2", "WriteToMicroBatchDataSource",
-    "WriteToMicroBatchDataSourceV1", "WriteToStream", "WriteToDataSourceV2Relation",
-})
+WRITE_COMMANDS = frozenset(
+    {
+        "InsertIntoHadoopFsRelationCommand",
+        "CreateDataSourceTableAsSelectCommand",
+        "InsertIntoHiveTable",
+        "CreateHiveTableAsSelectCommand",
+        "OptimizedCreateHiveTableAsSelectCommand",
+        "InsertIntoDataSourceCommand",
+        "InsertIntoDataSourceDirCommand",
+        "InsertIntoHiveDirCommand",
+        "SaveIntoDataSourceCommand",
+        "AppendData",
+        "OverwriteByExpression",
+        "OverwritePartitionsDynamic",
+        "ReplaceData",
+        "WriteDelta",
+        "CreateTableAsSelect",
+        "ReplaceTableAsSelect",
+        "WriteToDataSourceV2",
+        "WriteToMicroBatchDataSource",
+        "WriteToMicroBatchDataSourceV1",
+        "WriteToStream",
+        "WriteToDataSourceV2Relation",
+    }
+)
 APPEND_COMMANDS = frozenset({"AppendData", "WriteToDataSourceV2", "WriteToMicroBatchDataSource"})
 OVERWRITE_COMMANDS = frozenset({"OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceTableAsSelect"})
 CATALOG_TABLE_FIELDS = ("catalogTable", "table", "tableDesc")

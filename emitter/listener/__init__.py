@@ -1,15 +1,16 @@
 """Attaching to a live SparkSession: the only package that imports pyspark / py4j.
 
-`attach` registers the batch `QueryExecutionListener` (and the streaming listener when that
-module provides `register(spark, pipeline)`), emits the parent application run START, and makes
-sure the application COMPLETE is emitted and the transport flushed, with bounded waits, whether
-the script calls `spark.stop()` or simply ends.
+`attach` returns an `Attachment` owning everything the session's lineage needs: its pipeline
+and transport client, its batch `QueryExecutionListener`, its streaming listener and its JVM
+micro-batch tagger. Sessions of one SparkContext (`spark.newSession()`) attach independently.
+It emits the parent application run START, and makes sure the application COMPLETE is emitted
+and the transport flushed, with bounded waits, whether the script calls `spark.stop()` or
+simply ends. The registry of live attachments is the only state kept here, for shutdown.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib
 import logging
 import threading
 from collections.abc import Mapping
@@ -17,7 +18,9 @@ from typing import Any
 
 from emitter.capture import SessionInfo
 from emitter.config import EmitterConfig, is_disabled, load_config
+from emitter.listener import janino, jvm
 from emitter.listener.batch import BatchListener
+from emitter.listener.streaming import LineageStreamingListener
 from emitter.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -33,16 +36,44 @@ _CONF_KEYS = (
 )
 
 
+TAGGER_CLASS = "SparkLineageMicroBatchTags"
+
+
 class Attachment:
     """One SparkSession with the emitter attached; `close` is idempotent and bounded."""
 
-    def __init__(self, spark: Any, pipeline: Pipeline, listener: BatchListener, client: Any) -> None:
+    def __init__(self, spark: Any, pipeline: Pipeline, client: Any) -> None:
         self.spark = spark
         self.pipeline = pipeline
-        self.listener = listener
         self.client = client
+        gateway = spark.sparkContext._gateway
+        # the JVM listener telling which actions ran inside which micro-batch (foreachBatch)
+        self.tagger = jvm.guarded(None, janino.new_instance, gateway, TAGGER_CLASS)
+        self.listener = BatchListener(gateway, pipeline, spark._jsc.hadoopConfiguration(), self.tagger)
+        self.streaming_listener: LineageStreamingListener | None = LineageStreamingListener(spark, pipeline.handle_stream)
         self._closed = False
         self._lock = threading.Lock()
+
+    def register(self) -> None:
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        ensure_callback_server_started(self.spark.sparkContext._gateway)
+        if self.tagger is not None:  # before the batch listener: it must hear of every action first
+            try:
+                self.spark.sparkContext._jsc.sc().addSparkListener(self.tagger)
+            except Exception as error:  # noqa: BLE001 - foreachBatch writes get the application as parent
+                log.warning("OpenLineage micro-batch tagger not registered: %s", error)
+                self.tagger = self.listener.tagger = None
+        self.spark._jsparkSession.listenerManager().register(self.listener)
+        try:
+            self.spark.streams.addListener(self.streaming_listener)
+        except Exception as error:  # noqa: BLE001 - batch lineage still works
+            log.warning("OpenLineage streaming listener not registered: %s", error)
+            self.streaming_listener = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def close(self) -> None:
         with self._lock:
@@ -66,12 +97,16 @@ class Attachment:
             self.spark._jsparkSession.listenerManager().unregister(self.listener)
         except Exception as error:  # noqa: BLE001
             log.debug("listener not unregistered: %s", error)
-        try:  # else the streaming listener would keep emitting through the closed client
-            from emitter.listener import streaming
-
-            streaming.unregister(self.spark)
-        except Exception as error:  # noqa: BLE001
-            log.debug("streaming listener not unregistered: %s", error)
+        if self.streaming_listener is not None:
+            try:
+                self.spark.streams.removeListener(self.streaming_listener)
+            except Exception as error:  # noqa: BLE001
+                log.debug("streaming listener not unregistered: %s", error)
+        if self.tagger is not None:
+            try:
+                self.spark.sparkContext._jsc.sc().removeSparkListener(self.tagger)
+            except Exception as error:  # noqa: BLE001
+                log.debug("micro-batch tagger not unregistered: %s", error)
 
     def wait_for_listener_bus(self) -> None:
         """Let Spark deliver every pending callback (they run on the listener bus thread)."""
@@ -84,7 +119,7 @@ class Attachment:
             log.warning("OpenLineage: Spark listener bus not drained: %s", error)
 
 
-_attachments: dict[int, Attachment] = {}
+_attachments: dict[int, Attachment] = {}  # the live attachments, by session, for shutdown
 _attach_lock = threading.RLock()
 
 
@@ -118,14 +153,8 @@ def _attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None) -> Att
     client = make_client(settings)
     pipeline = Pipeline(settings, session_info(spark), client)
     pipeline.start_application()
-    gateway = spark.sparkContext._gateway
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    ensure_callback_server_started(gateway)
-    listener = BatchListener(gateway, pipeline.handle)
-    spark._jsparkSession.listenerManager().register(listener)
-    attachment = Attachment(spark, pipeline, listener, client)
-    _register_streaming(spark, pipeline)
+    attachment = Attachment(spark, pipeline, client)
+    attachment.register()
     _close_on_stop(spark)
     atexit.register(attachment.close)
     return attachment
@@ -157,30 +186,12 @@ def make_client(settings: EmitterConfig) -> Any:
     return OpenLineageClient(config=settings.client_config)
 
 
-def _register_streaming(spark: Any, pipeline: Pipeline) -> None:
-    try:
-        streaming = importlib.import_module("emitter.listener.streaming")
-    except ImportError:
-        return
-    register = getattr(streaming, "register", None)
-    if register is None:
-        return
-    try:
-        register(spark, pipeline)
-    except Exception as error:  # noqa: BLE001
-        log.warning("OpenLineage streaming listener not registered: %s", error)
-
-
-_stop_wrapped = False
-
-
 def _close_on_stop(spark: Any) -> None:
     """Wrap SparkSession.stop (once, class-wide) so the app run completes while the JVM is up."""
-    global _stop_wrapped  # noqa: PLW0603
-    if _stop_wrapped:
-        return
     session_class = type(spark)
     original_stop = session_class.stop
+    if hasattr(original_stop, "__wrapped__"):
+        return
 
     def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
         close_session(self)
@@ -188,7 +199,6 @@ def _close_on_stop(spark: Any) -> None:
 
     stop.__wrapped__ = original_stop  # type: ignore[attr-defined]
     session_class.stop = stop
-    _stop_wrapped = True
 
 
 def close_session(spark: Any) -> None:
@@ -210,17 +220,13 @@ def close_all() -> None:
         attachment.close()
 
 
-_get_or_create_wrapped = False
-
-
 def install_auto_attach(config: EmitterConfig | Mapping[str, Any] | None = None) -> None:
     """Wrap SparkSession.Builder.getOrCreate so every session it returns is attached."""
-    global _get_or_create_wrapped  # noqa: PLW0603
-    if _get_or_create_wrapped:
-        return
     from pyspark.sql import SparkSession
 
     original = SparkSession.Builder.getOrCreate
+    if hasattr(original, "__wrapped__"):
+        return
 
     def get_or_create(self: Any) -> Any:
         session = original(self)
@@ -228,5 +234,4 @@ def install_auto_attach(config: EmitterConfig | Mapping[str, Any] | None = None)
         return session
 
     get_or_create.__wrapped__ = original  # type: ignore[attr-defined]
-    SparkSession.Builder.getOrCreate = get_or_create
-    _get_or_create_wrapped = True
+    SparkSession.Builder.getOrCreate = get_or_create  # type: ignore[method-assign]

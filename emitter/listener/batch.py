@@ -1,5 +1,6 @@
-"""The batch hook: a Python `QueryExecutionListener` (called through py4j on Spark's listener bus
-thread) that copies each action into a `Capture` and hands it to the pipeline.
+"""The batch listener: a Python `QueryExecutionListener` (called through py4j on Spark's listener
+bus thread) that copies each action into one complete `Capture` (plan, leaves, write target,
+metrics, input and output snapshots, the micro-batch it ran in) and hands it to the pipeline.
 
 It must never disturb the job: every callback is wrapped, failures are logged and dropped.
 """
@@ -7,21 +8,44 @@ It must never disturb the job: every callback is wrapped, failures are logged an
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections import deque
-from collections.abc import Callable
-from datetime import datetime, timezone
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
 
 from attrs import evolve
 
-from emitter.capture import Capture, RelationInfo
+from emitter.capture import Capture, MicroBatchTag, RelationInfo, WriteInfo
 from emitter.listener import files, jvm
-from emitter.pipeline import NESTED_WRITE_FUNC, PENDING_KEPT, WRAPPER_COMMANDS, wraps
+from emitter.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
 
 STACK_TRACE_LIMIT = 16_000
+# Spark's micro-batch job description: "{name}\nid = {queryId}\nrunId = {runId}\nbatch = {batchId}"
+_BATCH_DESCRIPTION = re.compile(r"id = (?P<query>[0-9a-f-]{36})\s+runId = (?P<run>[0-9a-f-]{36})\s+batch = (?P<batch>\d+)")
+
+
+class ActionSink(Protocol):
+    """What the listener needs of the pipeline (`emitter.pipeline.Pipeline`)."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def wants_reads(self) -> bool: ...
+
+    def merges(self, command: str, wrapper_id: int, wrapper_target: RelationInfo) -> bool: ...
+
+    def handle(self, capture: Capture) -> Any: ...
+
+
+def parse_batch_description(description: str) -> MicroBatchTag | None:
+    match = _BATCH_DESCRIPTION.search(description)
+    if match is None:
+        return None
+    return MicroBatchTag(match.group("query"), match.group("run"), int(match.group("batch")))
 
 
 class BatchListener:
@@ -30,13 +54,13 @@ class BatchListener:
     class Java:
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
-    def __init__(self, gateway: Any, handle: Callable[[Capture], Any]) -> None:
+    def __init__(self, gateway: Any, pipeline: ActionSink, hadoop_conf: Any = None, tagger: Any = None) -> None:
         self.dumper = jvm.PlanDumper(gateway)
         self.gateway = gateway
-        self.handle = handle
+        self.pipeline = pipeline
+        self.hadoop_conf = hadoop_conf  # for listing non-local write targets
+        self.tagger = tagger  # the JVM micro-batch tagger (java/SparkLineageMicroBatchTags.java)
         self.extraction_ms: list[float] = []  # per captured action, for benchmarks and reports
-        # the nested data writes handed over last, for the wrapper commands that follow them
-        self._nested_writes: deque[Capture] = deque(maxlen=PENDING_KEPT)
 
     def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:  # noqa: N802
         self._on_action(func_name, query_execution, duration_ns, None)
@@ -46,48 +70,46 @@ class BatchListener:
 
     def _on_action(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> None:
         try:
-            capture = self.capture(func_name, query_execution, duration_ns, exception, tuple(self._nested_writes))
+            if self.pipeline.closed:
+                return
+            capture = self.capture(func_name, query_execution, duration_ns, exception)
             if capture is not None:
-                self.handle(capture)
-                if capture.func_name == NESTED_WRITE_FUNC and capture.write is not None:
-                    self._nested_writes.append(capture)
+                self.pipeline.handle(capture)
         except Exception as error:  # noqa: BLE001 - never let lineage break the job
             log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
 
-    def capture(
-        self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any,
-        nested_writes: tuple[Capture, ...] = (),
-    ) -> Capture | None:
-        """`nested_writes`: the nested data writes captured last. A wrapper command (CTAS,
-        saveAsTable) that `pipeline.wraps` one of them is merged into it by the pipeline, which
-        takes only its target table, mode and outcome: its plan, leaves and snapshots are not
-        copied out (the plan of a CTAS wrapper is the whole query again)."""
+    def capture(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:
+        """The capture of one action; None for a read when reads are not emitted. A wrapper
+        command (CTAS, saveAsTable) the pipeline will merge into the nested write it already
+        has keeps only its target, mode and outcome: its plan (the whole query again), leaves
+        and snapshots are not copied out."""
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
         plan = query_execution.optimizedPlan()
         root_class = jvm.simple_class(plan)
         query_execution_id = int(query_execution.id())
-        may_merge = root_class in WRAPPER_COMMANDS and bool(nested_writes)
-        write = jvm.write_info(plan, root_class, query_execution, with_metrics=not may_merge)
-        merged_wrapper = may_merge and write is not None and any(
-            wraps(query_execution_id, write.target, nested) for nested in nested_writes)
-        if may_merge and write is not None and not merged_wrapper:
+        write = jvm.write_info(plan, root_class, query_execution, with_metrics=False)
+        if write is None and not self.pipeline.wants_reads:
+            return None
+        merged = write is not None and self.pipeline.merges(write.command, query_execution_id, write.target)
+        if write is not None and not merged:
             write = evolve(write, metrics=jvm.executed_write_metrics(query_execution))
-        if merged_wrapper:
-            leaves, cached_plans, input_snapshots, plan_json = {}, {}, {}, ""
-        else:
-            leaves, cached_plans, input_snapshots = self._leaves(plan)
+        leaves: Mapping[int, RelationInfo] = {}
+        cached_plans: Mapping[int, str] = {}
+        input_snapshots: Mapping[int, Snapshot] = {}
+        plan_json = ""
+        if not merged:
+            leaves, cached_plans, input_snapshots, plan_json = self._read_plan(plan)
             if write is None and not leaves:
                 return None
-            plan_json = self.dumper.to_json(plan)
+        duration = int(duration_ns or 0)
+        written_since = end_time - timedelta(microseconds=duration // 1000)
         error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)
-        extraction_ms = (time.perf_counter() - started) * 1000
-        self.extraction_ms.append(extraction_ms)
-        return Capture(
+        capture = Capture(
             func_name=str(func_name),
             query_execution_id=query_execution_id,
             end_time=end_time,
-            duration_ns=int(duration_ns or 0),
+            duration_ns=duration,
             plan_json=plan_json,
             succeeded=exception is None,
             error_message=error_message,
@@ -96,20 +118,39 @@ class BatchListener:
             leaves=leaves,
             cached_plan_jsons=cached_plans,
             write=write,
-            extraction_ms=extraction_ms,
-            query_execution_uuid=jvm.guarded(None, lambda: str(query_execution.queryId().toString())),
             input_snapshots=input_snapshots,
+            output_snapshot=None if merged else self._output_snapshot(write, written_since),
+            micro_batch=self._micro_batch(query_execution),
+            wrapped_by=self._wrapper(query_execution),
         )
+        extraction_ms = (time.perf_counter() - started) * 1000
+        self.extraction_ms.append(extraction_ms)
+        return evolve(capture, extraction_ms=extraction_ms)
 
-    def _leaves(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Any]]:
-        """Every leaf relation keyed by leaf_key, following cached DataFrames into the plan they
-        cache; plus the snapshot of each file source, read from the file index Spark already listed."""
-        described = self.dumper.describe_leaves(plan)
-        if described is not None and jvm.fully_described(described):
-            return self._described_leaves(plan, described)
+    def _read_plan(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Snapshot], str]:
+        """Every leaf relation keyed by leaf_key, the plans cached DataFrames hold, the snapshot
+        of every input, and the plan's JSON: in one helper round trip when the helper knows
+        every leaf (file sources, local data), else leaf by leaf through py4j."""
+        described = self.dumper.describe(plan)
+        if described is not None and jvm.fully_described(described[0]):
+            leaves, input_snapshots = self._described_leaves(plan, described[0])
+            cached_plans: dict[int, str] = {}
+            plan_json = described[1]
+        else:
+            leaves, cached_plans, input_snapshots = self._live_leaves(plan)
+            plan_json = self.dumper.to_json(plan)
+        for key, relation in leaves.items():  # Hive and V2 tables, Delta, listing failures
+            if key not in input_snapshots:
+                snapshot = jvm.guarded(None, files.relation_snapshot, self.gateway, self.hadoop_conf, relation, None, False)
+                if snapshot is not None:
+                    input_snapshots[key] = snapshot
+        return leaves, cached_plans, input_snapshots, plan_json
+
+    def _live_leaves(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Snapshot]]:
+        """Leaves through py4j, following cached DataFrames into the plan they cache."""
         leaves: dict[int, RelationInfo] = {}
         cached_plans: dict[int, str] = {}
-        input_snapshots: dict[int, Any] = {}
+        input_snapshots: dict[int, Snapshot] = {}
         pending = [plan]
         while pending:
             for leaf in jvm.leaves_with_subqueries(pending.pop()):
@@ -121,7 +162,9 @@ class BatchListener:
                 if node_class == "InMemoryRelation":
                     if key in cached_plans:
                         continue
-                    cached_plan = leaf.cacheBuilder().logicalPlan()
+                    cached_plan = jvm.cached_logical_plan(leaf)
+                    if cached_plan is None:
+                        continue
                     cached_plans[key] = self.dumper.to_json(cached_plan)
                     pending.append(cached_plan)
                     continue
@@ -131,22 +174,21 @@ class BatchListener:
                 if info.paths or info.table is not None:
                     leaves[key] = info
                 if node_class == "LogicalRelation":
-                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway.jvm, leaf)
+                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway, leaf)
                     if snapshot is not None:
                         input_snapshots[key] = snapshot
         return leaves, cached_plans, input_snapshots
 
-
     def _described_leaves(
         self, plan: Any, described: list[dict[str, Any]]
-    ) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Any]]:
-        """The fast path: every leaf came in one helper call (file sources, local data)."""
+    ) -> tuple[dict[int, RelationInfo], dict[int, Snapshot]]:
+        """The fast path: every leaf came in the helper's one call."""
         leaves: dict[int, RelationInfo] = {}
         for description in described:
             info = jvm.described_relation(description)
             if info is not None and description.get("key") is not None:
                 leaves.setdefault(description["key"], info)
-        input_snapshots: dict[int, Any] = {}
+        input_snapshots: dict[int, Snapshot] = {}
         needs_live_leaf: set[int] = set()
         for description in described:
             key = description.get("key")
@@ -154,16 +196,36 @@ class BatchListener:
                 snapshot = jvm.guarded(None, files.described_input_snapshot, description)
                 if snapshot is files.NEEDS_LIVE_LEAF:
                     needs_live_leaf.add(key)
-                elif snapshot is not None:
+                elif isinstance(snapshot, Snapshot):
                     input_snapshots[key] = snapshot
         if needs_live_leaf:  # rare (helper failed on a leaf, remote table location): py4j per leaf
-            for description, leaf in zip(described, jvm.leaves_with_subqueries(plan)):
+            for description, leaf in zip(described, jvm.leaves_with_subqueries(plan), strict=False):
                 key = description.get("key")
                 if key in needs_live_leaf and key not in input_snapshots:
-                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway.jvm, leaf)
+                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway, leaf)
                     if snapshot is not None:
                         input_snapshots[key] = snapshot
-        return leaves, {}, input_snapshots
+        return leaves, input_snapshots
+
+    def _output_snapshot(self, write: WriteInfo | None, written_since: datetime) -> Snapshot | None:
+        """The write target after the write, with the partitions written since the action began."""
+        if write is None:
+            return None
+        since_ms = int(written_since.timestamp() * 1000)
+        return jvm.guarded(None, files.relation_snapshot, self.gateway, self.hadoop_conf, write.target, since_ms, True)
+
+    def _micro_batch(self, query_execution: Any) -> MicroBatchTag | None:
+        if self.tagger is None:
+            return None
+        description = jvm.guarded(None, self.tagger.descriptionOf, query_execution)
+        return parse_batch_description(str(description)) if description else None
+
+    def _wrapper(self, query_execution: Any) -> str | None:
+        """The class of the command this action ran nested in (a CTAS's data write), if any."""
+        if self.tagger is None:
+            return None
+        node_name = jvm.guarded(None, self.tagger.wrapperOf, query_execution)
+        return str(node_name).rsplit(" ", 1)[-1] if node_name else None
 
 
 def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:

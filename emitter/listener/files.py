@@ -2,10 +2,9 @@
 
 Inputs reuse Spark's own file index (what the read plans to scan, already listed by Spark);
 outputs are listed after the write: `file:` locations with `os.scandir`, other schemes with
-Hadoop's `FileSystem.listStatus` per directory. Both JVM paths go through one small Java helper
-compiled once with Janino (on Spark's classpath), which serialises a listing as
-`path\\tsize\\tmtime` lines in ONE py4j call; big listings go through a temp file because py4j
-stalls (~44 ms) on returned strings of 8 KB or more.
+Hadoop's `FileSystem.listStatus` per directory. Both JVM paths go through one Java helper
+(`java/SparkLineageFileListing.java`, see `emitter.listener.janino`), which serialises a listing
+as `path\\tsize\\tmtime` lines in ONE py4j call.
 
 Delta tables are versioned by their own log (`_delta_log/<version>.json`, read as plain files:
 no Delta classes needed); Iceberg tables by the snapshot id their V2 properties carry, read in
@@ -16,23 +15,20 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from datetime import datetime, timezone
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from emitter.capture import Capture, RelationInfo
-from emitter.facets import PRODUCER
+from emitter.capture import RelationInfo
+from emitter.listener import janino
 from emitter.listener import jvm as jvm_helpers
 from emitter.snapshots import (
     Snapshot,
     content_snapshot,
     data_files,
-    dataset_facets,
     file_sink_batch_snapshot,
-    latest_delta_version,
     is_hidden_name,
+    latest_delta_version,
     path_of,
     table_version_snapshot,
 )
@@ -40,124 +36,32 @@ from emitter.snapshots import (
 log = logging.getLogger(__name__)
 
 LOCAL_SCHEMES = frozenset({"", "file"})
-# Above this many characters the helper writes the listing to a temp file (py4j string stall).
-INLINE_RESULT_LIMIT = 7000
 # A listing longer than this is not worth a snapshot id (bounds the cost on huge tables).
 MAX_LISTED_FILES = 1_000_000
 DELTA_LOG_DIR = "_delta_log"
 SINK_LOG_DIR = "_spark_metadata"
 
-_HELPER_CLASS = "SparkLineageFileListing"
-_HELPER_SOURCE = """
-import java.io.File;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FileStatus;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
-
-public class SparkLineageFileListing {
-    private static final int INLINE_LIMIT = %d;
-
-    private static void line(StringBuilder out, FileStatus status) {
-        out.append(status.getPath().toString()).append('\\t')
-           .append(status.getLen()).append('\\t')
-           .append(status.getModificationTime()).append('\\n');
-    }
-
-    private String result(StringBuilder out) throws Exception {
-        if (out.length() <= INLINE_LIMIT) return out.toString();
-        File file = File.createTempFile("spark-lineage-listing", ".tsv");
-        Files.write(file.toPath(), out.toString().getBytes(StandardCharsets.UTF_8));
-        return "@" + file.getAbsolutePath();
-    }
-
-    /** Files a file index holds; null when the index is of a kind we do not know. */
-    public String indexFiles(Object index) throws Exception {
-        Object listable = index;
-        if (index instanceof org.apache.spark.sql.execution.datasources.CatalogFileIndex) {
-            listable = ((org.apache.spark.sql.execution.datasources.CatalogFileIndex) index)
-                .filterPartitions(scala.collection.immutable.Nil$.MODULE$);
-        }
-        if (!(listable instanceof org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex)) return null;
-        scala.collection.Iterator files =
-            ((org.apache.spark.sql.execution.datasources.PartitioningAwareFileIndex) listable).allFiles().iterator();
-        StringBuilder out = new StringBuilder();
-        while (files.hasNext()) line(out, (FileStatus) files.next());
-        return result(out);
-    }
-
-    private static boolean hidden(String name) {
-        return name.startsWith(".") || name.endsWith("._COPYING_") || (name.startsWith("_") && name.indexOf('=') < 0);
-    }
-
-    /** Lists at most `budget` files; returns what is left of it (negative: stopped early). */
-    private static long walk(FileSystem fs, Path directory, StringBuilder out, long budget) throws Exception {
-        FileStatus[] statuses = fs.listStatus(directory);
-        for (int i = 0; i < statuses.length && budget >= 0; i++) {
-            FileStatus status = statuses[i];
-            if (hidden(status.getPath().getName())) continue;
-            if (status.isDirectory()) budget = walk(fs, status.getPath(), out, budget);
-            else if (--budget >= 0) line(out, status);
-        }
-        return budget;
-    }
-
-    /** Every data file under root, not descending into hidden directories (listStatus per
-     *  directory: listFiles(recursive) asks for block locations of every file, 50x slower). */
-    public String tree(String root, Configuration conf) throws Exception {
-        Path path = new Path(root);
-        FileSystem fs = path.getFileSystem(conf);
-        StringBuilder out = new StringBuilder();
-        if (!fs.exists(path)) return "";
-        if (walk(fs, path, out, %(max_files)d) < 0) return "!";
-        return result(out);
-    }
-}
-"""
-
-_HELPER_SOURCE = _HELPER_SOURCE.replace("%d", str(INLINE_RESULT_LIMIT)).replace("%(max_files)d", str(MAX_LISTED_FILES))
-
-_helpers: dict[int, Any] = {}
-_helpers_lock = threading.Lock()
+LISTING_CLASS = "SparkLineageFileListing"
 
 
-def _helper(jvm: Any) -> Any:
-    """The compiled helper for this JVM (compiled once per gateway, ~100 ms the first time)."""
-    key = id(jvm)
-    with _helpers_lock:
-        if key not in _helpers:
-            compiler = jvm.org.codehaus.janino.SimpleCompiler()
-            compiler.setParentClassLoader(jvm.java.lang.Thread.currentThread().getContextClassLoader())
-            compiler.cook(_HELPER_SOURCE)
-            helper_class = compiler.getClassLoader().loadClass(_HELPER_CLASS)
-            _helpers[key] = helper_class.newInstance()
-        return _helpers[key]
+def _listing_helper(gateway: Any) -> Any:
+    """The JVM listing helper (`java/SparkLineageFileListing.java`), for this call only: the
+    compiled class is cached per JVM by `janino`, an instance costs one py4j call."""
+    return janino.new_instance(gateway, LISTING_CLASS)
 
 
-def _read_result(result: str | None) -> str | None:
-    if result is None or not result.startswith("@"):
-        return result
-    path = result[1:]
-    try:
-        with open(path, encoding="utf-8") as listing_file:
-            return listing_file.read()
-    finally:
-        os.unlink(path)
-
-
-def _parse_listing(text: str) -> Iterator[tuple[str, int, int]]:
+def parse_listing(text: str) -> Iterator[tuple[str, int, int]]:
+    """(path, size, mtime ms) from the helper's "path\tsize\tmtime" lines."""
     for line in text.splitlines():
         path, size, modified = line.rsplit("\t", 2)
         yield path, int(size), int(modified)
 
 
-def index_listing(jvm: Any, file_index: Any) -> list[tuple[str, int, int]] | None:
+def index_listing(gateway: Any, file_index: Any) -> list[tuple[str, int, int]] | None:
     """(path URI, size, mtime ms) of every file a Spark `FileIndex` holds, in one py4j call;
     None when the index kind is unknown."""
-    text = _read_result(_helper(jvm).indexFiles(file_index))
-    return None if text is None else list(_parse_listing(text))
+    text = janino.read_result(_listing_helper(gateway).indexFiles(file_index))
+    return None if text is None else list(parse_listing(text))
 
 
 class TooManyFiles(Exception):
@@ -188,41 +92,41 @@ def local_listing(root: str, max_files: int = MAX_LISTED_FILES) -> list[tuple[st
     return listing
 
 
-def tree_listing(jvm: Any, hadoop_conf: Any, root: str) -> list[tuple[str, int, int]]:
+def tree_listing(gateway: Any, hadoop_conf: Any, root: str) -> list[tuple[str, int, int]]:
     """(path, size, mtime ms) of every data file under `root`: os.scandir for local paths, Hadoop's
     FileSystem otherwise; TooManyFiles past MAX_LISTED_FILES (listing stops there)."""
     if urlsplit(root).scheme.lower() in LOCAL_SCHEMES:
         return local_listing(root)
-    text = _read_result(_helper(jvm).tree(root, hadoop_conf)) or ""
+    text = janino.read_result(_listing_helper(gateway).tree(root, hadoop_conf, MAX_LISTED_FILES)) or ""
     if text == "!":
         raise TooManyFiles(root)
-    return list(_parse_listing(text))
+    return list(parse_listing(text))
 
 
-def input_snapshot(jvm: Any, file_index: Any) -> Snapshot | None:
+def input_snapshot(gateway: Any, file_index: Any) -> Snapshot | None:
     """Content snapshot of what a read's file index holds (its root paths are the dataset root:
     a read of one table has exactly one; more roots are a multi-path read, left unversioned)."""
     roots = [str(root) for root in jvm_helpers.iterate(file_index.rootPaths())]
     if len(roots) != 1:
         return None
-    listing = index_listing(jvm, file_index)
+    listing = index_listing(gateway, file_index)
     if listing is None or len(listing) > MAX_LISTED_FILES:
         return None
     return content_snapshot(data_files(roots[0], listing))
 
 
-def output_snapshot(jvm: Any, hadoop_conf: Any, location: str, written_since_ms: int | None) -> Snapshot | None:
+def output_snapshot(gateway: Any, hadoop_conf: Any, location: str, written_since_ms: int | None) -> Snapshot | None:
     """Content snapshot of a write's target after the write, with the partitions it wrote
     (partitions holding files modified since `written_since_ms`)."""
-    return location_snapshot(jvm, hadoop_conf, location, written_since_ms, with_partitions=True)
+    return location_snapshot(gateway, hadoop_conf, location, written_since_ms, with_partitions=True)
 
 
 def location_snapshot(
-    jvm: Any, hadoop_conf: Any, location: str, written_since_ms: int | None, with_partitions: bool
+    gateway: Any, hadoop_conf: Any, location: str, written_since_ms: int | None, with_partitions: bool
 ) -> Snapshot | None:
     """Content snapshot of everything under `location`; None past MAX_LISTED_FILES."""
     try:
-        listing = tree_listing(jvm, hadoop_conf, location)
+        listing = tree_listing(gateway, hadoop_conf, location)
     except TooManyFiles:
         log.info("no snapshot for %s: more than %d files", location, MAX_LISTED_FILES)
         return None
@@ -264,45 +168,7 @@ def location_of(relation: RelationInfo) -> str | None:
     return relation.paths[0] if len(relation.paths) == 1 else None
 
 
-def epoch_ms(when: datetime) -> int:
-    return int((when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp() * 1000)
-
-
-def capture_start_ms(capture: Capture) -> int:
-    return epoch_ms(capture.end_time) - capture.duration_ns // 1_000_000
-
-
-class BatchSnapshotHook:
-    """A dataset facet hook for `emitter.pipeline.register_dataset_facet_hook`: `snapshot` and
-    `version` facets of a batch action's inputs (state when the action's callback runs) and
-    output (after the write, with the partitions whose files are newer than the action's start).
-    A snapshot the listener already took from Spark's file index (`capture.input_snapshots`,
-    keyed by leaf key, see `leaf_input_snapshot`) wins over listing the location again.
-
-    One instance per process (the pipeline's hook list is global); `use` points it at the JVM
-    of the session attached last."""
-
-    def __init__(self) -> None:
-        self.jvm: Any = None
-        self.hadoop_conf: Any = None
-
-    def use(self, jvm: Any, hadoop_conf: Any) -> BatchSnapshotHook:
-        self.jvm, self.hadoop_conf = jvm, hadoop_conf
-        return self
-
-    def __call__(self, relation: RelationInfo, role: str, capture: Capture) -> dict[str, Any]:
-        snapshot = _known_input_snapshot(relation, capture) if role == "input" else None
-        if snapshot is None:
-            is_output = role == "output"
-            since_ms = capture_start_ms(capture) if is_output else None
-            snapshot = relation_snapshot(self.jvm, self.hadoop_conf, relation, since_ms, is_output)
-        return dataset_facets(snapshot, PRODUCER)
-
-
-batch_snapshot_hook = BatchSnapshotHook()
-
-
-def leaf_input_snapshot(jvm: Any, leaf: Any) -> Snapshot | None:
+def leaf_input_snapshot(gateway: Any, leaf: Any) -> Snapshot | None:
     """For the batch listener: the content snapshot of a `LogicalRelation` leaf over files,
     from the file index Spark already listed for the read (None for other leaves). A catalog
     table read with pruned metastore partitions has an index of those partitions only: then the
@@ -314,9 +180,14 @@ def leaf_input_snapshot(jvm: Any, leaf: Any) -> Snapshot | None:
     table_location = _catalog_location(leaf)
     roots = [str(root) for root in jvm_helpers.iterate(index.rootPaths())]
     if table_location is not None and [path_of(root) for root in roots] != [path_of(table_location)]:
-        return relation_snapshot(jvm, relation.sparkSession().sessionState().newHadoopConf(),
-                                 RelationInfo(node_class="LogicalRelation", table_location=table_location), None, False)
-    return input_snapshot(jvm, index)
+        return relation_snapshot(
+            gateway,
+            relation.sparkSession().sessionState().newHadoopConf(),
+            RelationInfo(node_class="LogicalRelation", table_location=table_location),
+            None,
+            False,
+        )
+    return input_snapshot(gateway, index)
 
 
 # `described_input_snapshot` could not tell from the description alone: ask the live leaf
@@ -337,11 +208,15 @@ def described_input_snapshot(description: Mapping[str, Any]) -> Snapshot | None 
     if table_location is not None and [path_of(root) for root in roots] != [path_of(table_location)]:
         if urlsplit(table_location).scheme.lower() not in LOCAL_SCHEMES:
             return NEEDS_LIVE_LEAF
-        return relation_snapshot(None, None, RelationInfo(node_class="LogicalRelation", table_location=table_location),
-                                 None, False)
-    if len(roots) != 1 or listing is None or len(listing) > MAX_LISTED_FILES:
+        return relation_snapshot(
+            None, None, RelationInfo(node_class="LogicalRelation", table_location=table_location), None, False
+        )
+    if len(roots) != 1 or listing is None:
         return None
-    return content_snapshot(data_files(roots[0], [(path, int(size), int(modified)) for path, size, modified in listing]))
+    files = list(parse_listing(listing))
+    if len(files) > MAX_LISTED_FILES:
+        return None
+    return content_snapshot(data_files(roots[0], files))
 
 
 def _catalog_location(leaf: Any) -> str | None:
@@ -352,16 +227,8 @@ def _catalog_location(leaf: Any) -> str | None:
     return None if location.isEmpty() else str(location.get())
 
 
-def _known_input_snapshot(relation: RelationInfo, capture: Capture) -> Snapshot | None:
-    known: Mapping[int, Snapshot] = getattr(capture, "input_snapshots", None) or {}
-    for key, info in capture.leaves.items():
-        if info is relation and key in known:
-            return known[key]
-    return None
-
-
 def relation_snapshot(
-    jvm: Any, hadoop_conf: Any, relation: RelationInfo, written_since_ms: int | None, is_output: bool
+    gateway: Any, hadoop_conf: Any, relation: RelationInfo, written_since_ms: int | None, is_output: bool
 ) -> Snapshot | None:
     """Snapshot of a file-based relation: the Delta version when it is a Delta table, else the
     content version of its location; a version read off the live table (Iceberg) wins."""
@@ -372,7 +239,7 @@ def relation_snapshot(
         return None
     if (relation.format or "").lower() == "delta" or _is_local_delta(location):
         return delta_log_snapshot(location)
-    return location_snapshot(jvm, hadoop_conf, location, written_since_ms, with_partitions=is_output)
+    return location_snapshot(gateway, hadoop_conf, location, written_since_ms, with_partitions=is_output)
 
 
 def _is_local_delta(location: str) -> bool:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import atexit
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 from openlineage.client.transport.transport import Config, Transport
@@ -221,7 +222,12 @@ class KafkaSink:
 
         return isinstance(
             error,
-            (errors.MessageSizeTooLargeError, errors.RecordListTooLargeError, errors.InvalidRecordError, errors.CorruptRecordError),
+            (
+                errors.MessageSizeTooLargeError,
+                errors.RecordListTooLargeError,
+                errors.InvalidRecordError,
+                errors.CorruptRecordError,
+            ),
         )
 
     def close(self) -> None:
@@ -239,7 +245,7 @@ class KafkaSink:
 
         # kafka-python's close() flushes first and raises when records are still pending, which
         # would skip its force close and leak its I/O thread; let close() go on to the force close
-        producer.flush = flush_tolerating_pending  # type: ignore[method-assign]
+        producer.flush = flush_tolerating_pending
         producer.close(timeout=0)
 
 

@@ -23,7 +23,8 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import attrs
 
@@ -312,10 +313,10 @@ class BackgroundSender:
                 break
         self._flush(sink, min(self._settings.drain_ack_timeout_seconds, self._time_left()))
         for spooled, delivery in sent:
-            error = delivery.error() if delivery.done() else None
-            if delivery.done() and (error is None or sink.rejects(error)):
-                if error is not None:
-                    self._log_rejected(error)
+            failure = delivery.error() if delivery.done() else None
+            if delivery.done() and (failure is None or sink.rejects(failure)):
+                if failure is not None:
+                    self._log_rejected(failure)
                 self.spool.remove(spooled)
             else:
                 delivered_all = False

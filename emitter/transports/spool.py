@@ -23,8 +23,8 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import attrs
 

@@ -3,6 +3,7 @@ events of in-process writes (faster than a child process per case)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -10,17 +11,22 @@ import pytest
 import emitter
 from emitter import listener as listener_module
 from emitter.listener import jvm
+from tests.lineage.helpers import without_unread_parts
 from tests.support.spark import read_events, wait_for_listeners
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
 
 
-def test_janino_helper_dumps_the_same_json_as_to_json(spark):
+def test_janino_helper_dumps_to_json_without_what_lineage_never_reads(spark):
     plan = spark.range(3).selectExpr("id", "id * 2 AS twice")._jdf.queryExecution().optimizedPlan()
     dumper = jvm.PlanDumper(spark.sparkContext._gateway)
-    assert dumper.method is not None, "Janino compiled the helper"
-    assert dumper.to_json(plan) == plan.toJSON()
+    assert dumper.helper is not None, "Janino compiled the helper"
+    expected = without_unread_parts(json.loads(plan.toJSON()))
+    assert json.loads(dumper.to_json(plan)) == expected
+    described = dumper.describe(plan)
+    assert described is not None and json.loads(described[1]) == expected, "one round trip gives the leaves and the plan"
+    assert jvm.PlanDumper(spark.sparkContext._gateway, compact=False).to_json(plan) == plan.toJSON()
 
 
 def test_conf_switch_disables_attach(spark):
@@ -32,7 +38,7 @@ def test_conf_switch_disables_attach(spark):
     assert listener_module._session_key(spark) not in listener_module._attachments
 
 
-def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tmp_path: Path, shared_dir):
+def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tmp_path: Path):
     events_path = tmp_path / "events.jsonl"
     config = {"namespace": "inproc", "transport": {"type": "file", "log_file_path": str(events_path), "append": True}}
     attachment = emitter.attach(spark, config)
@@ -56,7 +62,10 @@ def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tm
     actions = [e for e in events if e["job"]["name"] != "tests"]
     assert {e["job"]["namespace"] for e in events} == {"inproc"}
     assert [(e["job"]["name"], e["eventType"]) for e in actions] == [
-        (f"tests.insert_into_hadoop_fs_relation_command.{str(tmp_path / 'source').strip('/').replace('/', '_').replace('-', '_').lower()}", "START"),
+        (
+            f"tests.insert_into_hadoop_fs_relation_command.{str(tmp_path / 'source').strip('/').replace('/', '_').replace('-', '_').lower()}",
+            "START",
+        ),
         (actions[0]["job"]["name"], "COMPLETE"),
         ("tests.create_data_source_table_as_select_command.default_attach_upper", "START"),
         ("tests.create_data_source_table_as_select_command.default_attach_upper", "COMPLETE"),
@@ -74,15 +83,23 @@ def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
     """A broken handler never reaches the job: the write succeeds and nothing is raised."""
     failures: list[str] = []
 
-    def broken_handle(capture):
-        failures.append(capture.root_class)
-        raise RuntimeError("pipeline bug")
+    class BrokenPipeline:
+        closed = False
+        wants_reads = False
 
-    from emitter.listener.batch import BatchListener
+        def merges(self, command, wrapper_id, wrapper_target):
+            return False
+
+        def handle(self, capture):
+            failures.append(capture.root_class)
+            raise RuntimeError("pipeline bug")
+
     from pyspark.java_gateway import ensure_callback_server_started
 
+    from emitter.listener.batch import BatchListener
+
     ensure_callback_server_started(spark.sparkContext._gateway)
-    listener = BatchListener(spark.sparkContext._gateway, broken_handle)
+    listener = BatchListener(spark.sparkContext._gateway, BrokenPipeline())
     spark._jsparkSession.listenerManager().register(listener)
     try:
         spark.range(2).write.parquet(str(tmp_path / "out"))
@@ -99,8 +116,10 @@ def test_helper_describes_leaves_as_the_py4j_path_does(spark, tmp_path: Path):
     spark.range(2).write.mode("overwrite").saveAsTable("described_table")
     frame = spark.read.parquet(str(tmp_path / "files")).join(spark.table("described_table"), "id")
     plan = frame._jdf.queryExecution().optimizedPlan()
-    described = jvm.PlanDumper(spark.sparkContext._gateway).describe_leaves(plan)
-    assert described is not None and jvm.fully_described(described)
+    description = jvm.PlanDumper(spark.sparkContext._gateway).describe(plan)
+    assert description is not None
+    described = description[0]
+    assert jvm.fully_described(described)
     leaves = jvm.leaves_with_subqueries(plan)
     assert [d["key"] for d in described] == [jvm.leaf_key(leaf) for leaf in leaves]
     from_helper = [jvm.described_relation(d) for d in described]
@@ -122,9 +141,45 @@ def test_an_iceberg_read_pinned_by_time_travel_reports_its_pinned_snapshot_throu
     gateway = spark.sparkContext._gateway
     compiler = gateway.jvm.org.codehaus.janino.SimpleCompiler()
     compiler.cook(PINNED_TABLE_SOURCE)
-    pinned_table = compiler.getClassLoader().loadClass("PinnedTable").getDeclaredConstructor(
-        gateway.new_array(gateway.jvm.java.lang.Class, 0)).newInstance(gateway.new_array(gateway.jvm.java.lang.Object, 0))
+    pinned_table = (
+        compiler.getClassLoader()
+        .loadClass("PinnedTable")
+        .getDeclaredConstructor(gateway.new_array(gateway.jvm.java.lang.Class, 0))
+        .newInstance(gateway.new_array(gateway.jvm.java.lang.Object, 0))
+    )
     properties = {"provider": "iceberg", "current-snapshot-id": "7"}
     assert jvm._iceberg_version(pinned_table, properties) == ("iceberg", "42")
     assert jvm._iceberg_version(gateway.jvm.java.util.HashMap(), properties) == ("iceberg", "7")
     assert jvm._iceberg_version(pinned_table, {"provider": "parquet"}) is None
+
+
+def test_a_jdbc_write_is_named_by_url_and_table_and_its_password_never_leaves_the_jvm(spark, tmp_path: Path):
+    events_path = tmp_path / "events.jsonl"
+    config = {"namespace": "jdbc", "transport": {"type": "file", "log_file_path": str(events_path), "append": True}}
+    assert emitter.attach(spark, config) is not None
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - no database listens there: the write fails
+            (
+                spark.range(1)
+                .write.format("jdbc")
+                .option("url", "jdbc:postgresql://127.0.0.1:9/shop")
+                .option("dbtable", "public.orders")
+                .option("user", "etl")
+                .option("password", "hunter2-secret")
+                .save()
+            )
+        wait_for_listeners(spark)
+    finally:
+        listener_module.close_session(spark)
+    text = events_path.read_text()
+    assert "hunter2" not in text
+    [failed] = [e for e in read_events(events_path) if e["eventType"] == "FAIL"]
+    assert [(o["namespace"], o["name"]) for o in failed["outputs"]] == [("postgres://127.0.0.1:9", "shop.public.orders")]
+
+
+def test_only_the_options_that_name_a_dataset_are_copied_out_of_the_jvm(spark):
+    options = spark._jvm.java.util.HashMap()
+    for key, value in {"url": "jdbc:postgresql://db/shop", "dbtable": "orders", "password": "x", "user": "u"}.items():
+        options.put(key, value)
+    scala_options = spark._jvm.scala.collection.JavaConverters.mapAsScalaMap(options)
+    assert jvm.naming_options(scala_options) == {"url": "jdbc:postgresql://db/shop", "dbtable": "orders"}

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 APP = "E2E Job"
 APP_JOB = "e2e_job"
 
-MAIN_SCRIPT = '''
+MAIN_SCRIPT = """
 import sys
 from pyspark.sql import functions as F, Window
 from pyspark.sql.types import StringType
@@ -60,7 +60,7 @@ spark.table("enriched").select("name", "amount").write.insertInto("totals")
 spark.sql("INSERT OVERWRITE TABLE totals SELECT name, max(amount) FROM enriched GROUP BY name")
 spark.read.parquet(f"{base}/customers").collect()
 print("script finished", sys.argv[2:])
-'''  # no spark.stop(): nothing may be lost when a script just ends
+"""  # no spark.stop(): nothing may be lost when a script just ends
 
 
 def _write_script(tmp_path: Path, name: str, body: str, app: str = APP) -> Path:
@@ -102,11 +102,7 @@ def _fields(event: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def _inputs_of(event: dict[str, Any], column: str) -> set[tuple[str, str, str]]:
-    return {
-        (Path(f["name"]).name, f["field"], t["subtype"])
-        for f in _fields(event)[column]
-        for t in f["transformations"]
-    }
+    return {(Path(f["name"]).name, f["field"], t["subtype"]) for f in _fields(event)[column] for t in f["transformations"]}
 
 
 def test_script_output_and_exit_code_are_unchanged(main_run):
@@ -115,7 +111,7 @@ def test_script_output_and_exit_code_are_unchanged(main_run):
     assert "script finished ['--flag', 'x']" in result.stdout
 
 
-def test_every_event_is_valid_openlineage(main_run, shared_dir):
+def test_every_event_is_valid_openlineage(main_run):
     assert main_run["events"]
     for event in main_run["events"]:
         assert_valid_event(event)
@@ -243,7 +239,7 @@ def test_column_lineage_of_union_insert(main_run):
     assert _inputs_of(event, "id") == {("customers", "id", "IDENTITY"), ("enriched", "order_id", "IDENTITY")}
 
 
-FAILING_SCRIPT = '''
+FAILING_SCRIPT = """
 import sys
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
@@ -256,10 +252,10 @@ try:
 finally:
     print("before stop")
     spark.stop()
-'''
+"""
 
 
-def test_failing_script_gives_fail_event_and_same_exit_code(tmp_path, shared_dir):
+def test_failing_script_gives_fail_event_and_same_exit_code(tmp_path):
     script = _write_script(tmp_path, "failing.py", FAILING_SCRIPT, app="Failing Job")
     events_path = tmp_path / "events.jsonl"
     result = run_under_emitter(script, events_path, args=(str(tmp_path / "out"),))
@@ -279,11 +275,11 @@ def test_failing_script_gives_fail_event_and_same_exit_code(tmp_path, shared_dir
     )
 
 
-SMALL_WRITE = '''
+SMALL_WRITE = """
 import sys
 spark.range(2).write.mode("overwrite").parquet(sys.argv[1])
 print("wrote")
-'''
+"""
 
 
 def test_disabled_switch_emits_nothing_and_leaves_the_job_alone(tmp_path):
@@ -296,11 +292,11 @@ def test_disabled_switch_emits_nothing_and_leaves_the_job_alone(tmp_path):
     assert read_events(events_path) == []
 
 
-EXITING_SCRIPT = '''
+EXITING_SCRIPT = """
 import sys
 spark.range(2).write.mode("overwrite").parquet(sys.argv[1])
 sys.exit(3)
-'''
+"""
 
 
 def test_sys_exit_code_propagates_after_events_are_flushed(tmp_path):

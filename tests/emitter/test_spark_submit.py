@@ -10,27 +10,28 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.require import skip_or_fail
 from tests.support.spark import SCRIPT_TIMEOUT_S, file_transport_env, read_events
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
 
-JOB = '''
+JOB = """
 import sys
 from pyspark.sql import SparkSession
 spark = (SparkSession.builder.appName("Submitted Job").config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
 spark.range(3).write.mode("overwrite").parquet(sys.argv[1])
 print("submitted ok")
-'''
+"""
 
 
-def test_spark_submit_attaches_with_no_code_change(tmp_path: Path, shared_dir):
+def test_spark_submit_attaches_with_no_code_change(tmp_path: Path):
     spark_submit = Path(sys.executable).parent / "spark-submit"
     if not spark_submit.exists():
         spark_submit = Path(shutil.which("spark-submit") or "")
     if not spark_submit.is_file():
-        pytest.skip("spark-submit not installed")
+        skip_or_fail("spark-submit not installed (it ships with PySpark)")
     hook_dir = subprocess.run(
         [sys.executable, "-m", "emitter", "pythonpath"], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -41,7 +42,11 @@ def test_spark_submit_attaches_with_no_code_change(tmp_path: Path, shared_dir):
     env["PYTHONPATH"] = os.pathsep.join([hook_dir, env["PYTHONPATH"]])
     result = subprocess.run(
         [str(spark_submit), "--master", "local[1]", str(script), str(tmp_path / "out")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT_S,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "submitted ok" in result.stdout

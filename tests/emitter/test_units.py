@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from attrs import evolve
 from openlineage.client.serde import Serde
 
 from emitter.capture import Capture, RelationInfo, SchemaField, SessionInfo, TableRef, WriteInfo
@@ -100,17 +101,33 @@ SESSION = SessionInfo(app_name="Unit App", app_id="local-1", spark_version="4.3.
 END = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 
-def _capture(func_name: str, qe_id: int, command: str, *, table: TableRef | None, path: str | None,
-             succeeded: bool = True, metrics: dict[str, int] | None = None) -> Capture:
+def _capture(
+    func_name: str,
+    qe_id: int,
+    command: str,
+    *,
+    table: TableRef | None,
+    path: str | None,
+    succeeded: bool = True,
+    metrics: dict[str, int] | None = None,
+) -> Capture:
     target = RelationInfo(
-        node_class=command, paths=(path,) if path else (), table=table,
+        node_class=command,
+        paths=(path,) if path else (),
+        table=table,
         schema=(SchemaField("id", "long"),),
     )
     source = RelationInfo(node_class="LogicalRelation", paths=("file:/src",), schema=(SchemaField("id", "long"),))
     return Capture(
-        func_name=func_name, query_execution_id=qe_id, end_time=END, duration_ns=2_000_000_000,
-        plan_json="[]", succeeded=succeeded, error_message=None if succeeded else "boom password=hunter2",
-        root_class=command, leaves={1: source},
+        func_name=func_name,
+        query_execution_id=qe_id,
+        end_time=END,
+        duration_ns=2_000_000_000,
+        plan_json="[]",
+        succeeded=succeeded,
+        error_message=None if succeeded else "boom password=hunter2",
+        root_class=command,
+        leaves={1: source},
         write=WriteInfo(command=command, target=target, metrics=metrics or {}),
     )
 
@@ -123,8 +140,9 @@ def _pipeline(**config: Any) -> tuple[Pipeline, CollectingClient]:
 def test_nested_save_as_table_callbacks_make_one_run_with_table_and_metrics():
     pipeline, client = _pipeline()
     table = TableRef("t", "default", "spark_catalog")
-    nested = _capture("file source write", 6, "InsertIntoHadoopFsRelationCommand", table=None,
-                      path="file:/wh/t", metrics={"numOutputRows": 5})
+    nested = _capture(
+        "file source write", 6, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/wh/t", metrics={"numOutputRows": 5}
+    )
     ctas = _capture("command", 5, "CreateDataSourceTableAsSelectCommand", table=table, path=None)
     save_as = _capture("command", 3, "SaveAsV1TableCommand", table=TableRef("t"), path=None)
     assert pipeline.handle(nested) == [], "held until its wrapper arrives"
@@ -143,6 +161,28 @@ def test_nested_save_as_table_callbacks_make_one_run_with_table_and_metrics():
         assert_valid_event(event)
 
 
+def test_spark35_nested_write_is_known_by_the_command_it_ran_in():
+    """Spark 3.5 names a CTAS's data write "command" like any write: the listener tags it with
+    the command it ran nested in; a wrapper nested in another wrapper is no data write."""
+    pipeline, client = _pipeline()
+    nested = evolve(
+        _capture("command", 7, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/wh/t"),
+        wrapped_by="CreateDataSourceTableAsSelectCommand",
+    )
+    inner_wrapper = evolve(
+        _capture("command", 5, "CreateDataSourceTableAsSelectCommand", table=TableRef("t", "default"), path=None),
+        wrapped_by="SaveAsV1TableCommand",
+    )
+    plain = _capture("command", 8, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/other")
+    assert pipeline.handle(nested) == [], "held until its wrapper arrives"
+    assert len(pipeline.handle(plain)) == 2, "a write run by no wrapper is a run at once"
+    [start, complete] = pipeline.handle(inner_wrapper)
+    assert complete.job.name == "unit_app.create_data_source_table_as_select_command.default_t"
+    assert (complete.outputs[0].namespace, complete.outputs[0].name) == ("file", "/wh/t")
+    pipeline.complete_application()
+    assert len({e["run"]["runId"] for e in client.events}) == 3, "application, plain write, CTAS"
+
+
 def test_a_nested_write_without_wrapper_is_emitted_at_the_end():
     pipeline, client = _pipeline()
     pipeline.handle(_capture("file source write", 9, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/o"))
@@ -154,8 +194,7 @@ def test_a_nested_write_without_wrapper_is_emitted_at_the_end():
 
 def test_failed_action_gives_fail_with_redacted_error_and_start_time_from_duration():
     pipeline, client = _pipeline(namespace="team")
-    pipeline.handle(_capture("command", 4, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/o",
-                             succeeded=False))
+    pipeline.handle(_capture("command", 4, "InsertIntoHadoopFsRelationCommand", table=None, path="file:/o", succeeded=False))
     start, fail = client.events
     assert (start["eventType"], fail["eventType"]) == ("START", "FAIL")
     assert start["job"]["namespace"] == "team"
@@ -167,8 +206,15 @@ def test_failed_action_gives_fail_with_redacted_error_and_start_time_from_durati
 
 
 def test_reads_emit_nothing_unless_configured():
-    read = Capture(func_name="count", query_execution_id=2, end_time=END, duration_ns=1, plan_json="[]",
-                   root_class="Aggregate", leaves={1: RelationInfo("LogicalRelation", paths=("file:/src",))})
+    read = Capture(
+        func_name="count",
+        query_execution_id=2,
+        end_time=END,
+        duration_ns=1,
+        plan_json="[]",
+        root_class="Aggregate",
+        leaves={1: RelationInfo("LogicalRelation", paths=("file:/src",))},
+    )
     quiet, quiet_client = _pipeline()
     quiet.handle(read)
     assert quiet_client.events == []
@@ -195,17 +241,34 @@ def test_interleaved_save_as_table_of_two_threads_merge_each_write_with_its_own_
     """Thread A's and thread B's saveAsTable report nested write A, nested write B, then the
     wrappers: each wrapper takes the write into its own table, not the one reported just before it."""
     pipeline, client = _pipeline()
-    nested_a = _capture("file source write", 6, "InsertIntoHadoopFsRelationCommand", table=None,
-                        path="file:/wh/sales", metrics={"numOutputRows": 5})
-    nested_b = _capture("file source write", 8, "InsertIntoHadoopFsRelationCommand", table=None,
-                        path="file:/wh/orders", metrics={"numOutputRows": 7})
+    nested_a = _capture(
+        "file source write",
+        6,
+        "InsertIntoHadoopFsRelationCommand",
+        table=None,
+        path="file:/wh/sales",
+        metrics={"numOutputRows": 5},
+    )
+    nested_b = _capture(
+        "file source write",
+        8,
+        "InsertIntoHadoopFsRelationCommand",
+        table=None,
+        path="file:/wh/orders",
+        metrics={"numOutputRows": 7},
+    )
     wrapper_a = _capture("command", 5, "CreateDataSourceTableAsSelectCommand", table=TableRef("sales", "default"), path=None)
     wrapper_b = _capture("command", 7, "CreateDataSourceTableAsSelectCommand", table=TableRef("orders", "default"), path=None)
     for capture in (nested_a, nested_b, wrapper_a, wrapper_b):
         pipeline.handle(capture)
     completes = [e for e in client.events if e["eventType"] == "COMPLETE" and e["outputs"]]
-    written = {e["outputs"][0]["facets"]["symlinks"]["identifiers"][0]["name"]:
-               (e["outputs"][0]["name"], e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"]) for e in completes}
+    written = {
+        e["outputs"][0]["facets"]["symlinks"]["identifiers"][0]["name"]: (
+            e["outputs"][0]["name"],
+            e["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"],
+        )
+        for e in completes
+    }
     assert written == {"default.sales": ("/wh/sales", 5), "default.orders": ("/wh/orders", 7)}
     assert len(completes) == 2
 

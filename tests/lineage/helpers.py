@@ -20,7 +20,9 @@ Row = list[Any]
 
 
 def fixture_names() -> list[str]:
-    return sorted(path.stem for path in FIXTURES_DIR.glob("*.json"))
+    """Every fixture: the 4.x plans, then `spark35/NAME` where PySpark 3.5's plan differs."""
+    spark35 = sorted(f"spark35/{path.stem}" for path in (FIXTURES_DIR / "spark35").glob("*.json"))
+    return sorted(path.stem for path in FIXTURES_DIR.glob("*.json")) + spark35
 
 
 def load_case(name: str) -> dict[str, Any]:
@@ -38,6 +40,28 @@ def edge_rows(edges: tuple[InputEdge, ...]) -> list[Row]:
         for t in edge.transformations
     }
     return [list(row) for row in sorted(rows)]
+
+
+CATALOG_TABLE_KEPT = frozenset({"product-class", "identifier", "tableType", "storage", "provider", "partitionColumnNames"})
+ATTRIBUTE_UNREAD = frozenset({"qualifier", "metadata", "nullable"})
+
+
+def without_unread_parts(value: Any) -> Any:
+    """Spark's toJSON() of a plan without what the listener's compact dump leaves out: a
+    CatalogTable's schema, statistics and properties; an ExprId's class and JVM id; an
+    attribute's qualifier, metadata and nullability (see SparkLineageCompactPlan.java)."""
+    if isinstance(value, list):
+        return [without_unread_parts(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    product_class = str(value.get("product-class", ""))
+    if product_class.endswith(".ExprId"):
+        return {"id": value["id"]}
+    if product_class.endswith(".CatalogTable"):
+        value = {key: item for key, item in value.items() if key in CATALOG_TABLE_KEPT}
+    if str(value.get("class", "")).endswith(("AttributeReference", "PrettyAttribute")):
+        value = {key: item for key, item in value.items() if key not in ATTRIBUTE_UNREAD}
+    return {key: without_unread_parts(item) for key, item in value.items()}
 
 
 def compact(result: ColumnLineage) -> dict[str, Any]:

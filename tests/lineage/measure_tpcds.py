@@ -52,7 +52,7 @@ def main(verbose: bool) -> int:
     for entry in entries:
         text = (PLANS_DIR / entry["file"]).read_text()
         try:
-            started, started_wall = time.process_time(), time.perf_counter()
+            started = time.process_time()
             root = parse_plan(text)
             parsed, parsed_wall = time.process_time(), time.perf_counter()
             command = write_command(root)
@@ -70,7 +70,7 @@ def main(verbose: bool) -> int:
         graph.add_plan(command.query)
         missing = [
             name
-            for (name, edges), attribute in zip(result.columns.items(), command.query.output)
+            for (name, edges), attribute in zip(result.columns.items(), command.query.output, strict=False)
             if not edges and not _sourceless(graph, attribute.expr_id, set())
         ]
         if missing:

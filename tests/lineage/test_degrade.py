@@ -80,8 +80,13 @@ def _age_relation() -> tuple[dict[str, Any], int]:
 
 
 def _attribute(name: str, expr_id: int) -> dict[str, Any]:
-    return {"class": CATALYST + "AttributeReference", "num-children": 0, "name": name,
-            "dataType": "integer", "exprId": {"id": expr_id}}
+    return {
+        "class": CATALYST + "AttributeReference",
+        "num-children": 0,
+        "name": name,
+        "dataType": "integer",
+        "exprId": {"id": expr_id},
+    }
 
 
 def _plus_one(name: str, expr_id: int, source: dict[str, Any]) -> list[dict[str, Any]]:
@@ -98,18 +103,22 @@ def test_expressions_thousands_deep_still_resolve() -> None:
     depth = 3000
     chain: list[dict[str, Any]] = []
     for index in range(depth):
-        chain += [{"class": CATALYST + "Add", "num-children": 2},
-                  {"class": CATALYST + "Literal", "num-children": 0, "value": str(index), "dataType": "integer"}]
+        chain += [
+            {"class": CATALYST + "Add", "num-children": 2},
+            {"class": CATALYST + "Literal", "num-children": 0, "value": str(index), "dataType": "integer"},
+        ]
     chain.append(_attribute("age", age_id))
     alias = [{"class": CATALYST + "Alias", "num-children": 1, "name": "deep", "exprId": {"id": 10**6}}, *chain]
-    project = {"class": "org.apache.spark.sql.catalyst.plans.logical.Project", "num-children": 1,
-               "projectList": [alias], "child": 0}
+    project = {
+        "class": "org.apache.spark.sql.catalyst.plans.logical.Project",
+        "num-children": 1,
+        "projectList": [alias],
+        "child": 0,
+    }
 
     result = column_lineage(parse_plan([project, relation]))
 
-    assert [row[:4] for row in edge_rows(result.columns["deep"])] == [
-        ["default.customers", "age", "DIRECT", "TRANSFORMATION"]
-    ]
+    assert [row[:4] for row in edge_rows(result.columns["deep"])] == [["default.customers", "age", "DIRECT", "TRANSFORMATION"]]
 
 
 def test_plans_thousands_deep_still_resolve() -> None:
@@ -118,8 +127,14 @@ def test_plans_thousands_deep_still_resolve() -> None:
     plan: list[dict[str, Any]] = []
     for level in range(depth, 0, -1):
         source = _attribute(f"c{level - 1}", 10**6 + level - 1) if level > 1 else _attribute("age", age_id)
-        plan.append({"class": "org.apache.spark.sql.catalyst.plans.logical.Project", "num-children": 1,
-                     "projectList": [_plus_one(f"c{level}", 10**6 + level, source)], "child": 0})
+        plan.append(
+            {
+                "class": "org.apache.spark.sql.catalyst.plans.logical.Project",
+                "num-children": 1,
+                "projectList": [_plus_one(f"c{level}", 10**6 + level, source)],
+                "child": 0,
+            }
+        )
     plan.append(relation)
 
     result = column_lineage(parse_plan(plan))
@@ -172,14 +187,15 @@ def test_cte_kept_as_with_cte_resolves_references_to_their_definition() -> None:
     """Spark keeps WithCTE/CTERelationRef in some commands (TPC-DS q02 under INSERT)."""
     logical = "org.apache.spark.sql.catalyst.plans.logical."
     definition_plan = load_case("project_alias")["plan"]  # customer_name, age, id
-    reference_output = [_renumbered(item, 800_000 + index) for index, item in
-                        enumerate([[_attribute(name, 0)] for name in ("customer_name", "age", "id")])]
+    reference_output = [
+        _renumbered(item, 800_000 + index)
+        for index, item in enumerate([[_attribute(name, 0)] for name in ("customer_name", "age", "id")])
+    ]
     plan = [
         {"class": logical + "WithCTE", "num-children": 2, "plan": 1, "cteDefs": [0]},
         {"class": logical + "CTERelationDef", "num-children": 1, "child": 0, "id": 7},
         *definition_plan,
-        {"class": logical + "Project", "num-children": 1, "child": 0,
-         "projectList": [reference_output[0]]},
+        {"class": logical + "Project", "num-children": 1, "child": 0, "projectList": [reference_output[0]]},
         {"class": logical + "CTERelationRef", "num-children": 0, "cteId": 7, "output": reference_output},
     ]
 

@@ -11,8 +11,13 @@ CATALYST = "org.apache.spark.sql.catalyst.expressions."
 
 
 def _attr(name: str, expr_id: int, data_type: str = "string") -> dict[str, Any]:
-    return {"class": CATALYST + "AttributeReference", "num-children": 0, "name": name,
-            "dataType": data_type, "exprId": {"id": expr_id}}
+    return {
+        "class": CATALYST + "AttributeReference",
+        "num-children": 0,
+        "name": name,
+        "dataType": data_type,
+        "exprId": {"id": expr_id},
+    }
 
 
 def _lit(value: Any, data_type: str) -> dict[str, Any]:
@@ -39,7 +44,9 @@ def test_binary_operators_are_infix_and_literals_are_typed() -> None:
 def test_case_when_branches_and_else() -> None:
     items = [
         _node("CaseWhen", 3, branches=[{}]),
-        _node("GreaterThan", 2), _attr("age", 1, "integer"), _lit("18", "integer"),
+        _node("GreaterThan", 2),
+        _attr("age", 1, "integer"),
+        _lit("18", "integer"),
         _attr("name", 2),
         _lit("minor", "string"),
     ]
@@ -79,10 +86,13 @@ def test_common_subexpression_with_is_printed_with_its_definition_inlined() -> N
         _node("Between", 1),
         _node("With", 2, defs=[1]),
         _node("And", 2),
-        _node("GreaterThanOrEqual", 2), _node("CommonExpressionRef", 0, id=None, dataType="date"),
+        _node("GreaterThanOrEqual", 2),
+        _node("CommonExpressionRef", 0, id=None, dataType="date"),
         _lit("2000-08-23", "string"),
-        _node("LessThanOrEqual", 2), _node("CommonExpressionRef", 0, id=None, dataType="date"),
+        _node("LessThanOrEqual", 2),
+        _node("CommonExpressionRef", 0, id=None, dataType="date"),
         _lit("2000-09-06", "string"),
-        _node("CommonExpressionDef", 1, id=None), _attr("d_date", 5, "date"),
+        _node("CommonExpressionDef", 1, id=None),
+        _attr("d_date", 5, "date"),
     ]
     assert _render(items) == "((d_date >= '2000-08-23') AND (d_date <= '2000-09-06'))"

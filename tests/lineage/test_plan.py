@@ -17,7 +17,13 @@ def test_parses_text_and_decoded_lists_alike() -> None:
 
     assert [node.cls for node in from_list.walk()] == [node.cls for node in from_text.walk()]
     assert [node.cls for node in from_list.walk()] == [
-        "Project", "Join", "Project", "Filter", "LogicalRelation", "Filter", "LogicalRelation",
+        "Project",
+        "Join",
+        "Project",
+        "Filter",
+        "LogicalRelation",
+        "Filter",
+        "LogicalRelation",
     ]
     assert [attr.name for attr in from_list.output] == ["customer_name", "company"]
 

@@ -62,5 +62,7 @@ def test_output_column_names_split_on_top_level_commas_only() -> None:
     from emitter.lineage.writes import _split_names
 
     assert _split_names("a, round((x / y), 2), CAST(b AS DECIMAL(15,4))") == (
-        "a", "round((x / y), 2)", "CAST(b AS DECIMAL(15,4))",
+        "a",
+        "round((x / y), 2)",
+        "CAST(b AS DECIMAL(15,4))",
     )

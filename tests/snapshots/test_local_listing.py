@@ -28,7 +28,9 @@ def _table(root: Path) -> None:
 
 def test_local_listing_skips_hidden_files_and_directories(tmp_path: Path) -> None:
     _table(tmp_path)
-    listed = sorted((Path(path).relative_to(tmp_path).as_posix(), size) for path, size, _ in files.local_listing(f"file:{tmp_path}"))
+    listed = sorted(
+        (Path(path).relative_to(tmp_path).as_posix(), size) for path, size, _ in files.local_listing(f"file:{tmp_path}")
+    )
     assert listed == [("dt=1/part-0.parquet", 3), ("dt=2/part-0.parquet", 5)]
 
 
@@ -56,8 +58,17 @@ def test_a_local_delta_table_is_versioned_by_its_log(tmp_path: Path) -> None:
 
 
 def _sink_log_line(path: str, size: int) -> str:
-    return json.dumps({"path": path, "size": size, "isDir": False, "modificationTime": 0,
-                       "blockReplication": 1, "blockSize": 1, "action": "add"})
+    return json.dumps(
+        {
+            "path": path,
+            "size": size,
+            "isDir": False,
+            "modificationTime": 0,
+            "blockReplication": 1,
+            "blockSize": 1,
+            "action": "add",
+        }
+    )
 
 
 def test_file_sink_snapshot_reads_only_the_log_files_it_needs(tmp_path: Path) -> None:
@@ -82,8 +93,12 @@ def test_file_sink_snapshot_reads_only_the_log_files_it_needs(tmp_path: Path) ->
 def test_a_table_version_read_off_the_live_table_wins_over_listing_its_location(tmp_path: Path) -> None:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "part-0.parquet").write_bytes(b"x" * 10)
-    relation = RelationInfo(node_class="DataSourceV2Relation", table_location=f"file:{tmp_path}", format="iceberg",
-                            table_version=("iceberg", "8744736658442914487"))
+    relation = RelationInfo(
+        node_class="DataSourceV2Relation",
+        table_location=f"file:{tmp_path}",
+        format="iceberg",
+        table_version=("iceberg", "8744736658442914487"),
+    )
     assert files.relation_snapshot(None, None, relation, None, True) == snapshots.Snapshot("8744736658442914487", "iceberg")
     unversioned = RelationInfo(node_class="DataSourceV2Relation", table_location=f"file:{tmp_path}")
     assert files.relation_snapshot(None, None, unversioned, None, False).kind == "content"

@@ -46,10 +46,14 @@ def _snapshot(datasets: list[dict[str, Any]], path: Path) -> dict[str, Any]:
 def test_snapshot_ids_chain_across_jobs(attached: tuple[Any, Path], tmp_path: Path) -> None:
     spark, log = attached
     table_a, table_b, table_c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
-    spark.createDataFrame([(1, "x", "20240501"), (2, "y", "20240502")], "id int, name string, dt string").write.parquet(str(table_a))
+    spark.createDataFrame([(1, "x", "20240501"), (2, "y", "20240502")], "id int, name string, dt string").write.parquet(
+        str(table_a)
+    )
 
     def job_1() -> None:
-        spark.read.parquet(str(table_a)).selectExpr("id", "upper(name) AS name", "dt").write.mode("overwrite").partitionBy("dt").parquet(str(table_b))
+        spark.read.parquet(str(table_a)).selectExpr("id", "upper(name) AS name", "dt").write.mode("overwrite").partitionBy(
+            "dt"
+        ).parquet(str(table_b))
 
     def job_2() -> None:
         spark.read.parquet(str(table_b)).groupBy("dt").count().write.mode("overwrite").parquet(str(table_c))
@@ -71,7 +75,9 @@ def test_snapshot_ids_chain_across_jobs(attached: tuple[Any, Path], tmp_path: Pa
     assert first_b["partitions"] == [{"dt": "20240501"}, {"dt": "20240502"}]
     assert second_b["partitions"] == [{"dt": "20240501"}, {"dt": "20240502"}, {"dt": "20240503"}]
     # job 1's two runs read different snapshots of A
-    assert _snapshot(writes_of_b[0]["inputs"], table_a)["snapshotId"] != _snapshot(writes_of_b[1]["inputs"], table_a)["snapshotId"]
+    assert (
+        _snapshot(writes_of_b[0]["inputs"], table_a)["snapshotId"] != _snapshot(writes_of_b[1]["inputs"], table_a)["snapshotId"]
+    )
 
 
 def test_spark_file_index_and_a_listing_after_the_write_agree(attached: tuple[Any, Path], tmp_path: Path) -> None:
@@ -81,10 +87,10 @@ def test_spark_file_index_and_a_listing_after_the_write_agree(attached: tuple[An
     table = tmp_path / "events"
     spark.range(40).selectExpr("id", "CAST(id % 4 AS STRING) AS dt").write.partitionBy("dt").parquet(str(table))
     (table / "_SUCCESS").write_text("")
-    written = files.output_snapshot(spark._jvm, spark._jsc.hadoopConfiguration(), f"file:{table}", None)
+    written = files.output_snapshot(spark.sparkContext._gateway, spark._jsc.hadoopConfiguration(), f"file:{table}", None)
     pruned_read = spark.read.parquet(str(table)).where("dt = '1'")
     leaf = pruned_read._jdf.queryExecution().optimizedPlan().collectLeaves().head()
-    read = files.leaf_input_snapshot(spark._jvm, leaf)
+    read = files.leaf_input_snapshot(spark.sparkContext._gateway, leaf)
     assert written is not None and read is not None
     assert read.snapshot_id == written.snapshot_id
     assert written.partitions == tuple({"dt": str(n)} for n in range(4))
@@ -95,10 +101,10 @@ def test_a_pruned_read_of_a_partitioned_catalog_table_reports_the_whole_table(at
     spark.range(40).selectExpr("id", "CAST(id % 4 AS STRING) AS dt").write.partitionBy("dt").saveAsTable("snapshot_pruned")
     try:
         location = spark.sql("DESCRIBE TABLE EXTENDED snapshot_pruned").where("col_name = 'Location'").first()["data_type"]
-        written = files.output_snapshot(spark._jvm, spark._jsc.hadoopConfiguration(), location, None)
+        written = files.output_snapshot(spark.sparkContext._gateway, spark._jsc.hadoopConfiguration(), location, None)
         for query in ("SELECT * FROM snapshot_pruned", "SELECT * FROM snapshot_pruned WHERE dt = '1'"):
             leaf = spark.sql(query)._jdf.queryExecution().optimizedPlan().collectLeaves().head()
-            read = files.leaf_input_snapshot(spark._jvm, leaf)
+            read = files.leaf_input_snapshot(spark.sparkContext._gateway, leaf)
             assert read is not None and written is not None and read.snapshot_id == written.snapshot_id, query
     finally:
         spark.sql("DROP TABLE IF EXISTS snapshot_pruned")

@@ -6,10 +6,14 @@ import copy
 import json
 from typing import Any
 
+import attrs
 import pytest
+from openlineage.client.serde import Serde
 
+from emitter import facets as emitter_facets
 from emitter import snapshots
 from emitter.snapshots import DataFile
+from tests.support.paths import PROJECT_ROOT
 from tests.support.spec import spec_errors
 
 PRODUCER = "https://example.com/tests"
@@ -33,9 +37,13 @@ def test_data_files_keep_committed_files_under_the_root_only() -> None:
 
 def test_content_id_ignores_listing_order_uri_form_and_modification_times() -> None:
     as_listed = snapshots.content_snapshot_id(snapshots.data_files(ROOT, LISTING))
-    reordered = snapshots.data_files("file:///warehouse/sales/", [(p.replace("file:", "file://"), s, 0) for p, s, _ in reversed(LISTING)])
+    reordered = snapshots.data_files(
+        "file:///warehouse/sales/", [(p.replace("file:", "file://"), s, 0) for p, s, _ in reversed(LISTING)]
+    )
     assert snapshots.content_snapshot_id(reordered) == as_listed
-    assert snapshots.content_snapshot_id(snapshots.data_files("/warehouse/sales", [(p[5:], s) for p, s, _ in LISTING])) == as_listed
+    assert (
+        snapshots.content_snapshot_id(snapshots.data_files("/warehouse/sales", [(p[5:], s) for p, s, _ in LISTING])) == as_listed
+    )
 
 
 @pytest.mark.parametrize(
@@ -61,8 +69,13 @@ def test_partitions_written_are_the_partitions_of_files_newer_than_the_write() -
 
 
 def _sink_log(*entries: tuple[str, int, str]) -> str:
-    return "v1\n" + "".join(json.dumps({"path": p, "size": s, "isDir": False, "modificationTime": 0,
-                                        "blockReplication": 1, "blockSize": 1, "action": a}) + "\n" for p, s, a in entries)
+    return "v1\n" + "".join(
+        json.dumps(
+            {"path": p, "size": s, "isDir": False, "modificationTime": 0, "blockReplication": 1, "blockSize": 1, "action": a}
+        )
+        + "\n"
+        for p, s, a in entries
+    )
 
 
 def test_file_sink_snapshot_reads_the_committed_files_of_a_batch_from_the_sink_log() -> None:
@@ -93,8 +106,14 @@ def test_stream_offsets_snapshot_is_stable_for_the_same_range_and_keeps_spark_of
 
 
 def test_latest_delta_version_is_the_highest_commit_of_the_log() -> None:
-    names = ["00000000000000000000.json", "00000000000000000001.json", "00000000000000000010.checkpoint.parquet",
-             "00000000000000000011.json", "_last_checkpoint", "00000000000000000012.json.tmp"]
+    names = [
+        "00000000000000000000.json",
+        "00000000000000000001.json",
+        "00000000000000000010.checkpoint.parquet",
+        "00000000000000000011.json",
+        "_last_checkpoint",
+        "00000000000000000012.json.tmp",
+    ]
     assert snapshots.latest_delta_version(names) == 11
     assert snapshots.latest_delta_version(["_last_checkpoint"]) is None
     assert snapshots.table_version_snapshot("delta", 11) == snapshots.Snapshot("11", "delta")
@@ -113,11 +132,11 @@ def _event_with(dataset_facets: dict[str, Any], run_facets: dict[str, Any]) -> d
     }
 
 
-def test_facets_validate_against_our_schemas_and_the_schemas_catch_mistakes(shared_dir: Any) -> None:
+def test_facets_validate_against_our_schemas_and_the_schemas_catch_mistakes() -> None:
     snapshot = snapshots.stream_offsets_snapshot("FileStreamSource[file:/in]", {"logOffset": 0}, {"logOffset": 1}, 1)
-    facets = snapshots.dataset_facets(snapshot, PRODUCER)
+    facets = {name: Serde.to_dict(facet) for name, facet in emitter_facets.snapshot_facets(snapshot).items()}
     batch = snapshots.MicroBatch(1, "q", "r", 5, "file:/ck", 12)
-    event = _event_with(facets, {"microBatch": snapshots.micro_batch_facet(batch, PRODUCER)})
+    event = _event_with(facets, {"microBatch": Serde.to_dict(emitter_facets.micro_batch_facet(batch))})
     original = copy.deepcopy(event)
     assert spec_errors(event) == []
     assert event == original
@@ -131,12 +150,35 @@ def test_facets_validate_against_our_schemas_and_the_schemas_catch_mistakes(shar
 
 
 def test_unknown_snapshot_gives_no_facets() -> None:
-    assert snapshots.dataset_facets(None, PRODUCER) == {}
+    assert emitter_facets.snapshot_facets(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("facet_class", "schema_file"),
+    [
+        (emitter_facets.SnapshotDatasetFacet, "SnapshotDatasetFacet.json"),
+        (emitter_facets.MicroBatchRunFacet, "MicroBatchRunFacet.json"),
+    ],
+)
+def test_facet_classes_are_the_schemas_in_schemas_dir(facet_class: Any, schema_file: str) -> None:
+    """One definition: the class's fields, required ones and `_schemaURL` are the schema's."""
+    schema = json.loads((PROJECT_ROOT / "schemas" / schema_file).read_text())
+    name = schema_file.removesuffix(".json")
+    body = schema["$defs"][name]["allOf"][1]
+    fields = {f.name: f for f in attrs.fields(facet_class) if not f.name.startswith("_")}
+    assert set(fields) == set(body["properties"])
+    assert {n for n, f in fields.items() if f.default is attrs.NOTHING} == set(body["required"])
+    assert facet_class._get_schema() == f"{schema['$id']}#/$defs/{name}"
 
 
 # What Iceberg's SparkTable.properties() returns for a table with one commit
-ICEBERG_PROPERTIES = {"provider": "iceberg", "format": "iceberg/parquet", "current-snapshot-id": "8744736658442914487",
-                      "location": "s3://lake/db/orders", "format-version": "2"}
+ICEBERG_PROPERTIES = {
+    "provider": "iceberg",
+    "format": "iceberg/parquet",
+    "current-snapshot-id": "8744736658442914487",
+    "location": "s3://lake/db/orders",
+    "format-version": "2",
+}
 
 
 def test_an_iceberg_table_is_versioned_by_its_current_snapshot_unless_a_read_is_pinned() -> None:

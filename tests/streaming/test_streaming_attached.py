@@ -42,7 +42,9 @@ def test_attach_emits_the_streaming_run_through_the_client(attached: tuple[Any, 
     source = tmp_path / "clicks"
     _write_json_lines(source, "part-0.json", [{"user": "a", "n": 1}])
     query = (
-        spark.readStream.schema("user string, n int").json(str(source)).selectExpr("user", "n + 1 AS n1")
+        spark.readStream.schema("user string, n int")
+        .json(str(source))
+        .selectExpr("user", "n + 1 AS n1")
         .writeStream.format("json")
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
@@ -69,7 +71,8 @@ def test_foreach_batch_write_events_have_the_streaming_run_as_parent(attached: t
     _write_json_lines(source, "part-0.json", [{"id": 1}])
     target = tmp_path / "orders_copy"
     query = (
-        spark.readStream.schema("id int").json(str(source))
+        spark.readStream.schema("id int")
+        .json(str(source))
         .writeStream.foreachBatch(lambda batch, batch_id: batch.write.mode("append").parquet(str(target)))
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
@@ -85,7 +88,6 @@ def test_foreach_batch_write_events_have_the_streaming_run_as_parent(attached: t
         parent = write["run"]["facets"]["parent"]
         assert parent["run"]["runId"] == str(query.runId)
         assert parent["job"]["name"] == streaming_start["job"]["name"]
-
 
 
 def test_reattaching_a_session_replaces_its_streaming_listener(attached: tuple[Any, Path], tmp_path: Path) -> None:

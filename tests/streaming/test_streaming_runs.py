@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 from openlineage.client.serde import Serde
 
-from emitter.listener import files, streaming
+from emitter.capture import SessionInfo
+from emitter.config import EmitterConfig
+from emitter.listener import files, janino, streaming
+from emitter.listener.batch import BatchListener
+from emitter.pipeline import Pipeline
 from tests.streaming.conftest import drain_listener_bus
 from tests.support.spec import assert_valid_event
 
@@ -29,20 +33,25 @@ def _write_json_lines(directory: Path, name: str, rows: list[dict[str, Any]]) ->
     staged.rename(directory / name)  # atomically visible to the file source
 
 
+class _Collected(list):  # type: ignore[type-arg]
+    """A transport client keeping every event as a dict."""
+
+    def emit(self, event: Any) -> None:
+        self.append(Serde.to_dict(event))
+
+
 @pytest.fixture()
-def collected(streaming_spark: Any) -> Any:
-    """Our listener on the real session, its events collected as dicts; removed afterwards."""
-    emitted: list[dict[str, Any]] = []
-    listener = streaming.LineageStreamingListener(
-        streaming_spark,
-        lambda event: emitted.append(Serde.to_dict(event)),
-        namespace=NAMESPACE,
-        app_name=APP,
-        spark_version=streaming_spark.version,
-        table_namespace="file",
-    )
+def pipeline(streaming_spark: Any) -> Pipeline:
+    session = SessionInfo(app_name=APP, app_id="local", spark_version=streaming_spark.version)
+    return Pipeline(EmitterConfig(namespace=NAMESPACE), session, _Collected())
+
+
+@pytest.fixture()
+def collected(streaming_spark: Any, pipeline: Pipeline) -> Any:
+    """Our listener on the real session feeding a pipeline, its events collected as dicts."""
+    listener = streaming.LineageStreamingListener(streaming_spark, pipeline.handle_stream)
     streaming_spark.streams.addListener(listener)
-    yield emitted
+    yield pipeline.client
     streaming_spark.streams.removeListener(listener)
 
 
@@ -117,7 +126,7 @@ def test_stream_static_join_is_one_run_with_a_running_event_per_micro_batch(
     assert all(f["version"]["datasetVersion"] == f["snapshot"]["snapshotId"] for f in sink_facets)
     # a batch reader of the sink sees exactly what the last micro-batch committed
     read_back = streaming_spark.read.parquet(str(sink))._jdf.queryExecution().optimizedPlan().collectLeaves().head()
-    reader_snapshot = files.input_snapshot(streaming_spark._jvm, read_back.relation().location())
+    reader_snapshot = files.input_snapshot(streaming_spark.sparkContext._gateway, read_back.relation().location())
     assert reader_snapshot is not None and reader_snapshot.snapshot_id == sink_snapshots[1]["snapshotId"]
 
 
@@ -158,7 +167,7 @@ def test_failed_streaming_query_ends_its_run_with_fail(
         .trigger(availableNow=True)
         .start()
     )
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="boom in micro-batch"):
         query.awaitTermination()
     drain_listener_bus(streaming_spark)
 
@@ -170,32 +179,17 @@ def test_failed_streaming_query_ends_its_run_with_fail(
     assert "boom in micro-batch" in run_events[-1]["run"]["facets"]["errorMessage"]["message"]
 
 
-class _WriteExecutions:
-    """A QueryExecutionListener recording `QueryExecution.queryId` of every write, as the batch
-    listener sees it."""
-
-    class Java:
-        implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
-
-    def __init__(self) -> None:
-        self.ids: list[tuple[str, str]] = []
-
-    def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:  # noqa: N802
-        plan = query_execution.optimizedPlan()
-        self.ids.append((str(plan.getClass().getSimpleName()), str(query_execution.queryId().toString())))
-
-    def onFailure(self, func_name: str, query_execution: Any, exception: Any) -> None:  # noqa: N802
-        pass
-
-
 def test_foreach_batch_writes_name_the_streaming_run_as_parent(
-    streaming_spark: Any, collected: list[dict[str, Any]], tmp_path: Path
+    streaming_spark: Any, pipeline: Pipeline, collected: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     from pyspark.java_gateway import ensure_callback_server_started
 
-    streaming.install_batch_tagger(streaming_spark)
-    ensure_callback_server_started(streaming_spark.sparkContext._gateway)
-    writes = _WriteExecutions()
+    gateway = streaming_spark.sparkContext._gateway
+    spark_context = streaming_spark.sparkContext._jsc.sc()
+    tagger = janino.new_instance(gateway, "SparkLineageMicroBatchTags")
+    spark_context.addSparkListener(tagger)
+    ensure_callback_server_started(gateway)
+    writes = BatchListener(gateway, pipeline, streaming_spark._jsc.hadoopConfiguration(), tagger)
     streaming_spark._jsparkSession.listenerManager().register(writes)
     source = tmp_path / "orders"
     _write_json_lines(source, "part-0.json", [{"id": 1}])
@@ -208,7 +202,9 @@ def test_foreach_batch_writes_name_the_streaming_run_as_parent(
             streaming_spark.range(1).write.mode("append").parquet(str(tmp_path / "by_outer_session"))
 
         query = (
-            streaming_spark.readStream.schema("id int").option("maxFilesPerTrigger", 1).json(str(source))
+            streaming_spark.readStream.schema("id int")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(source))
             .writeStream.foreachBatch(write_batch)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
             .trigger(availableNow=True)
@@ -218,14 +214,20 @@ def test_foreach_batch_writes_name_the_streaming_run_as_parent(
         drain_listener_bus(streaming_spark)
     finally:
         streaming_spark._jsparkSession.listenerManager().unregister(writes)
+        spark_context.removeSparkListener(tagger)
 
     start = next(e for e in collected if e["run"]["runId"] == str(query.runId) and e["eventType"] == "START")
-    write_ids = [query_uuid for command, query_uuid in writes.ids if command == "InsertIntoHadoopFsRelationCommand"]
-    assert len(write_ids) == 5  # one before the query, two per micro-batch
-    outside, *inside = write_ids
-    assert streaming.parent_of(outside) is None
-    parents = [Serde.to_dict(streaming.parent_of(query_uuid)) for query_uuid in inside]
-    assert {(p["run"]["runId"], p["job"]["name"]) for p in parents} == {(str(query.runId), start["job"]["name"])}
-    tags = [streaming.micro_batch_of(query_uuid) for query_uuid in inside]
-    assert sorted(tag.batch_id for tag in tags) == [0, 0, 1, 1]
-    assert {(tag.query_id, tag.run_id) for tag in tags} == {(str(query.id), str(query.runId))}
+
+    def parents_of_writes_to(name: str) -> list[tuple[str, str]]:
+        return [
+            (e["run"]["facets"]["parent"]["run"]["runId"], e["run"]["facets"]["parent"]["job"]["name"])
+            for e in collected
+            if e["eventType"] == "COMPLETE" and [o["name"] for o in e["outputs"]] == [str(tmp_path / name)]
+        ]
+
+    assert parents_of_writes_to("before") == [(pipeline.app_run_id, pipeline.app_job[1])]
+    streaming_run = (str(query.runId), start["job"]["name"])
+    assert parents_of_writes_to("by_session_of_batch") == [streaming_run, streaming_run]
+    assert parents_of_writes_to("by_outer_session") == [streaming_run, streaming_run]
+    root = next(e for e in collected if e["eventType"] == "COMPLETE" and e["outputs"])["run"]["facets"]["parent"]["root"]
+    assert root["run"]["runId"] == pipeline.app_run_id

@@ -47,7 +47,7 @@ def test_events_of_one_application_share_a_key_and_keep_their_order(kafka_bootst
     topic = unique_topic("order", bootstrap=kafka_bootstrap, partitions=3)
     first_app, second_app = application_events("app-one", 4), application_events("app-two", 4)
     transport = make_transport(kafka_bootstrap, topic, tmp_path / "spool")
-    for pair in zip(first_app, second_app):
+    for pair in zip(first_app, second_app, strict=True):
         for event in pair:
             transport.emit(event)
     assert transport.close(30) is True
@@ -98,9 +98,7 @@ def test_a_full_queue_spools_instead_of_blocking_or_dropping(tmp_path: Path) -> 
     assert spooled_identities(transport) == expected_identities(events)
 
 
-def test_the_spool_bound_drops_the_oldest_events_and_logs_the_count(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_the_spool_bound_drops_the_oldest_events_and_logs_the_count(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     events = application_events("bounded-app", 20)
     one_event_bytes = len(Serde.to_json(events[-1]).encode()) + 200
     transport = make_transport(
@@ -113,7 +111,7 @@ def test_the_spool_bound_drops_the_oldest_events_and_logs_the_count(
 
     kept = spooled_identities(transport)
     assert 0 < len(kept) < len(events)
-    assert kept == expected_identities(events)[-len(kept):]
+    assert kept == expected_identities(events)[-len(kept) :]
     assert transport.spool.dropped == len(events) - len(kept)
     assert f"{transport.spool.dropped} dropped so far" in caplog.text
 
@@ -223,9 +221,15 @@ def test_an_event_the_broker_never_accepts_is_dropped_without_blocking_the_other
     port = free_port()
     small = application_events("small-app", 1)
     huge = application_events("huge-app-" + "x" * 5000, 0)[0]
-    transport = make_transport(f"127.0.0.1:{port}", "sizes", tmp_path / "spool", config={
-        "bootstrap.servers": f"127.0.0.1:{port}", "message.max.bytes": 4000,
-    })
+    transport = make_transport(
+        f"127.0.0.1:{port}",
+        "sizes",
+        tmp_path / "spool",
+        config={
+            "bootstrap.servers": f"127.0.0.1:{port}",
+            "message.max.bytes": 4000,
+        },
+    )
     for event in [small[0], huge, *small[1:]]:
         transport.emit(event)
 

@@ -1,4 +1,4 @@
-"""Plan capture on real Spark: the files engineer A's engine reads."""
+"""Plan capture on real Spark: the files the lineage engine reads."""
 
 from __future__ import annotations
 

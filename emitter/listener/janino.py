@@ -1,0 +1,74 @@
+"""The one JVM boundary for our Java helpers: the `.java` files in `emitter/listener/java/`,
+compiled together once per JVM with Janino (which Spark ships for its codegen) into one class
+loader, and the one protocol for their large results.
+
+py4j stalls ~44 ms on any string of 8 KB or more, so a helper returns a long result as
+"@" + the path of a temp file holding it (`SparkLineageResult.of`); `read_result` reads and
+removes that file. The compiled classes are kept per JVM for the life of the process (py4j
+caches reflected methods by class name, so a class must not be compiled twice in one JVM).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from importlib import resources
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+JAVA_PACKAGE = "emitter.listener.java"
+FILE_REFERENCE = "@"
+
+_compiled: dict[int, Any] = {}  # id(gateway) -> class loader holding every helper class
+_compile_lock = threading.Lock()
+
+
+def java_source() -> str:
+    """Every helper's source as one compilation unit (imports first, then each class)."""
+    imports: dict[str, None] = {}
+    bodies: list[str] = []
+    for resource in sorted(resources.files(JAVA_PACKAGE).iterdir(), key=lambda entry: entry.name):
+        if not resource.name.endswith(".java"):
+            continue
+        body: list[str] = []
+        for line in resource.read_text(encoding="utf-8").splitlines():
+            if line.startswith("import "):
+                imports[line.strip()] = None
+            elif not line.startswith("package "):
+                body.append(line)
+        bodies.append("\n".join(body))
+    return "\n".join([*imports, *bodies])
+
+
+def class_loader(gateway: Any) -> Any:
+    """The class loader of the compiled helpers for this gateway's JVM (compiled on first use,
+    ~1 s); raises when Janino is unavailable."""
+    with _compile_lock:
+        loader = _compiled.get(id(gateway))
+        if loader is None:
+            jvm = gateway.jvm
+            compiler = jvm.org.codehaus.janino.SimpleCompiler()
+            compiler.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+            compiler.cook(java_source())
+            loader = compiler.getClassLoader()
+            _compiled[id(gateway)] = loader
+        return loader
+
+
+def new_instance(gateway: Any, class_name: str) -> Any:
+    """A new instance of one helper class (py4j calls its methods directly)."""
+    return class_loader(gateway).loadClass(class_name).newInstance()
+
+
+def read_result(result: str | None) -> str | None:
+    """A helper's result: inline, or read (and removed) from the temp file it names."""
+    if result is None or not result.startswith(FILE_REFERENCE):
+        return result
+    path = result[len(FILE_REFERENCE) :]
+    try:
+        with open(path, encoding="utf-8") as result_file:
+            return result_file.read()
+    finally:
+        os.unlink(path)

@@ -1,0 +1,87 @@
+// Remembers, per SQL execution, what the batch QueryExecutionListener cannot see from the
+// listener bus thread: the streaming micro-batch it ran in (Spark's job description of a
+// micro-batch reads "...id = {query}\nrunId = {run}\nbatch = {n}") and the command it ran
+// inside (a CTAS or saveAsTable runs its data write as a nested execution).
+// Executions are keyed like QueryExecutions: by queryId on Spark 4 (carried by the start
+// event), else "qe-" + QueryExecution.id, looked up while the execution is still registered
+// (the start event is handled long before a data write ends; an execution already gone is
+// simply not tagged).
+public class SparkLineageMicroBatchTags extends org.apache.spark.scheduler.SparkListener {
+  static final int REMEMBERED_EXECUTIONS = 4096;
+  private final java.util.concurrent.ConcurrentHashMap descriptions = new java.util.concurrent.ConcurrentHashMap();
+  private final java.util.concurrent.ConcurrentHashMap wrappers = new java.util.concurrent.ConcurrentHashMap();
+  private final java.util.concurrent.ConcurrentHashMap commands = new java.util.concurrent.ConcurrentHashMap();
+  private final java.util.concurrent.ConcurrentLinkedQueue order = new java.util.concurrent.ConcurrentLinkedQueue();
+  private final java.util.concurrent.ConcurrentLinkedQueue commandOrder = new java.util.concurrent.ConcurrentLinkedQueue();
+
+  public void onOtherEvent(org.apache.spark.scheduler.SparkListenerEvent event) {
+    if (!(event instanceof org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart)) return;
+    org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart start =
+        (org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart) event;
+    Long executionId = new Long(start.executionId());
+    String node = start.sparkPlanInfo() == null ? "" : start.sparkPlanInfo().nodeName();
+    remember(commands, commandOrder, executionId, node == null ? "" : node);
+    String wrapper = null;
+    scala.Option root = start.rootExecutionId();
+    if (root != null && root.isDefined() && !executionId.equals(root.get())) {
+      wrapper = (String) commands.get(root.get());
+    }
+    String description = start.description();
+    boolean microBatch = description != null && description.indexOf("runId = ") >= 0;
+    if (!microBatch && wrapper == null) return;
+    String key = keyOf(start);
+    if (key == null) return;
+    if (microBatch) remember(descriptions, order, key, description);
+    if (wrapper != null) remember(wrappers, order, key, wrapper);
+  }
+
+  private static void remember(java.util.Map map, java.util.Queue keys, Object key, Object value) {
+    if (map.put(key, value) == null) {
+      keys.add(key);
+      while (keys.size() > REMEMBERED_EXECUTIONS) {
+        Object oldest = keys.poll();
+        if (oldest != null) map.remove(oldest);
+      }
+    }
+  }
+
+  // by reflection: the event has no queryId before Spark 4, and one helper that does not
+  // compile would leave every helper of the compilation unit out
+  static String keyOf(Object start) {
+    try {
+      scala.Option queryId = (scala.Option) start.getClass().getMethod("queryId", new Class[0]).invoke(start, new Object[0]);
+      if (queryId != null && queryId.isDefined()) return queryId.get().toString();
+    } catch (Exception missing) {
+      // Spark 3.5: by the QueryExecution of the running execution
+    }
+    long executionId = ((org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart) start).executionId();
+    Object queryExecution = org.apache.spark.sql.execution.SQLExecution.getQueryExecution(executionId);
+    return queryExecution == null ? null : queryExecutionKey(queryExecution);
+  }
+
+  /** The key of a QueryExecution: its queryId where it has one (Spark 4), else its id. */
+  public static String queryExecutionKey(Object queryExecution) {
+    try {
+      return queryExecution.getClass().getMethod("queryId", new Class[0]).invoke(queryExecution, new Object[0]).toString();
+    } catch (Exception missing) {
+      try {
+        return "qe-" + queryExecution.getClass().getMethod("id", new Class[0]).invoke(queryExecution, new Object[0]);
+      } catch (Exception none) {
+        return null;
+      }
+    }
+  }
+
+  /** The micro-batch description a QueryExecution ran under, else null. */
+  public String descriptionOf(Object queryExecution) {
+    String key = queryExecutionKey(queryExecution);
+    return key == null ? null : (String) descriptions.get(key);
+  }
+
+  /** The plan node name ("Execute CreateDataSourceTableAsSelectCommand") of the command a
+   * QueryExecution ran nested in, else null. */
+  public String wrapperOf(Object queryExecution) {
+    String key = queryExecutionKey(queryExecution);
+    return key == null ? null : (String) wrappers.get(key);
+  }
+}

@@ -1,0 +1,225 @@
+"""The pipeline on captures built from fixture data, with no Spark: batch actions with their
+snapshots, streaming runs, foreachBatch parents, closing; and the one-way import graph."""
+
+from __future__ import annotations
+
+import ast
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from attrs import evolve
+from openlineage.client.serde import Serde
+
+from emitter.capture import (
+    Capture,
+    Endpoint,
+    MicroBatchTag,
+    RelationInfo,
+    SchemaField,
+    SessionInfo,
+    SourceProgress,
+    StreamEnded,
+    StreamProgress,
+    StreamStarted,
+    TableRef,
+    WriteInfo,
+)
+from emitter.config import EmitterConfig
+from emitter.pipeline import Pipeline
+from emitter.plan import parse_plan
+from emitter.snapshots import MicroBatch, Snapshot
+from tests.support.paths import PROJECT_ROOT
+from tests.support.spec import assert_valid_event
+
+FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "plans"
+SESSION = SessionInfo(app_name="Fixture App", app_id="local-1", spark_version="4.0.0", warehouse_dir="file:/wh")
+END = datetime(2026, 1, 1, 12, 0, tzinfo=timezone.utc)
+QUERY_ID = "11111111-1111-4111-8111-111111111111"
+RUN_ID = "22222222-2222-4222-8222-222222222222"
+
+
+class CollectingClient:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def emit(self, event: Any) -> None:
+        self.events.append(Serde.to_dict(event))
+
+
+def _pipeline(**config: Any) -> tuple[Pipeline, CollectingClient]:
+    client = CollectingClient()
+    return Pipeline(EmitterConfig(namespace="fixtures", **config), SESSION, client), client
+
+
+def _aggregate_capture(micro_batch: MicroBatchTag | None = None) -> Capture:
+    """The `aggregate` fixture's plan (a read of default.customers) written to /out."""
+    case = json.loads((FIXTURES / "aggregate.json").read_text())
+    leaf = next(node for node in parse_plan(case["plan"]).walk() if not node.children)
+    customers = RelationInfo(
+        node_class="LogicalRelation",
+        paths=("file:/wh/customers",),
+        format="parquet",
+        table=TableRef("customers", "default"),
+        table_location="file:/wh/customers",
+        schema=tuple(SchemaField(attribute.name, "string") for attribute in leaf.output),
+    )
+    target = RelationInfo(node_class="InsertIntoHadoopFsRelationCommand", paths=("file:/out",), format="parquet")
+    return Capture(
+        func_name="command",
+        query_execution_id=7,
+        end_time=END,
+        duration_ns=1_000_000_000,
+        plan_json=json.dumps(case["plan"]),
+        root_class="Aggregate",
+        leaves={leaf.output[0].expr_id: customers},
+        write=WriteInfo("InsertIntoHadoopFsRelationCommand", target, "Overwrite", tuple(case["columns"]), {"numOutputRows": 3}),
+        input_snapshots={leaf.output[0].expr_id: Snapshot("in-1", "content")},
+        output_snapshot=Snapshot("out-1", "content", partitions=({"dt": "2026-01-01"},)),
+        micro_batch=micro_batch,
+    )
+
+
+def test_a_batch_capture_becomes_start_and_complete_with_lineage_and_snapshots() -> None:
+    pipeline, client = _pipeline()
+    built = pipeline.handle(_aggregate_capture())
+    assert [event.eventType.value for event in built] == ["START", "COMPLETE"]
+    start, complete = client.events
+    for event in client.events:
+        assert_valid_event(event)
+    assert start["eventTime"] == (END - timedelta(seconds=1)).isoformat()
+    [source] = complete["inputs"]
+    assert (source["namespace"], source["name"]) == ("file", "/wh/customers")
+    assert source["facets"]["snapshot"]["snapshotId"] == source["facets"]["version"]["datasetVersion"] == "in-1"
+    [output] = complete["outputs"]
+    assert output["facets"]["snapshot"] == {
+        "_producer": output["facets"]["snapshot"]["_producer"],
+        "_schemaURL": "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet",
+        "snapshotId": "out-1",
+        "kind": "content",
+        "partitions": [{"dt": "2026-01-01"}],
+    }
+    lineage = output["facets"]["columnLineage"]["fields"]
+    assert [(f["name"], f["field"]) for f in lineage["total_age"]["inputFields"]] == [("/wh/customers", "age")]
+    assert complete["run"]["facets"]["parent"]["run"]["runId"] == pipeline.app_run_id
+
+
+def _started(**changes: Any) -> StreamStarted:
+    source = Endpoint("FileStreamSource[file:/in]", RelationInfo("FileStreamSource", paths=("file:/in",)), True)
+    sink = Endpoint("FileSink[file:/sink]", RelationInfo("FileSink", paths=("file:/sink",)), True)
+    started = StreamStarted(QUERY_ID, RUN_ID, None, END, "file:/ck", (source,), {1: source}, {}, sink)
+    return evolve(started, **changes)
+
+
+def _progress(batch_id: int, sink_snapshot: Snapshot | None = None) -> StreamProgress:
+    batch = MicroBatch(batch_id, QUERY_ID, RUN_ID, 5, "file:/ck", 40)
+    offsets = (SourceProgress("FileStreamSource[file:/in]", None if batch_id == 0 else '{"logOffset":0}', '{"logOffset":1}'),)
+    return StreamProgress(QUERY_ID, RUN_ID, END, batch, offsets, {}, sink_snapshot)
+
+
+def test_streaming_captures_make_one_run() -> None:
+    pipeline, client = _pipeline()
+    pipeline.handle_stream(_started())
+    pipeline.handle_stream(_progress(0, Snapshot("sink-0", "content", batch_id=0)))
+    pipeline.handle_stream(_progress(1))
+    pipeline.handle_stream(StreamEnded(QUERY_ID, RUN_ID, END, "boom", None))
+    for event in client.events:
+        assert_valid_event(event)
+    assert [(e["eventType"], e["run"]["runId"]) for e in client.events] == [
+        ("START", RUN_ID),
+        ("RUNNING", RUN_ID),
+        ("RUNNING", RUN_ID),
+        ("FAIL", RUN_ID),
+    ]
+    assert client.events[0]["job"]["name"] == "fixture_app.streaming.sink"
+    running = client.events[1:3]
+    assert [e["run"]["facets"]["microBatch"]["batchId"] for e in running] == [0, 1]
+    offsets = [e["inputs"][0]["facets"]["snapshot"] for e in running]
+    assert [(s["kind"], s.get("startOffset"), s["endOffset"]) for s in offsets] == [
+        ("stream-offsets", None, {"logOffset": 1}),
+        ("stream-offsets", {"logOffset": 0}, {"logOffset": 1}),
+    ]
+    sinks = [e["outputs"][0]["facets"]["snapshot"] for e in running]
+    assert [(s["kind"], s["snapshotId"]) for s in sinks] == [("content", "sink-0"), ("sink-batch", f"{QUERY_ID}:1")]
+    assert client.events[-1]["run"]["facets"]["errorMessage"]["message"] == "boom"
+
+
+def test_progress_of_a_run_never_started_or_of_an_older_run_emits_nothing() -> None:
+    pipeline, client = _pipeline()
+    assert pipeline.handle_stream(_progress(0)) == []
+    pipeline.handle_stream(_started(run_id="33333333-3333-4333-8333-333333333333"))
+    assert pipeline.handle_stream(_progress(0)) == []
+    assert [e["eventType"] for e in client.events] == ["START"]
+
+
+def test_a_write_inside_a_micro_batch_names_the_streaming_run_as_parent() -> None:
+    pipeline, client = _pipeline()
+    pipeline.handle_stream(_started())
+    pipeline.handle(_aggregate_capture(MicroBatchTag(QUERY_ID, RUN_ID, 0)))
+    pipeline.handle(_aggregate_capture(MicroBatchTag(QUERY_ID, "44444444-4444-4444-8444-444444444444", 0)))
+    inside, other = (e["run"]["facets"]["parent"] for e in client.events if e["eventType"] == "COMPLETE")
+    assert (inside["run"]["runId"], inside["job"]["name"]) == (RUN_ID, "fixture_app.streaming.sink")
+    assert inside["root"]["run"]["runId"] == pipeline.app_run_id
+    assert other["run"]["runId"] == pipeline.app_run_id, "an unknown streaming run: the application is the parent"
+
+
+def test_a_completed_pipeline_emits_nothing_more() -> None:
+    pipeline, client = _pipeline()
+    pipeline.start_application()
+    pipeline.complete_application()
+    assert pipeline.closed
+    assert pipeline.handle(_aggregate_capture()) == []
+    assert pipeline.handle_stream(_started()) == []
+    assert [e["eventType"] for e in client.events] == ["START", "COMPLETE"]
+
+
+def test_only_wrapper_commands_are_merged() -> None:
+    pipeline, _ = _pipeline()
+    pending = evolve(_aggregate_capture(), func_name="file source write", query_execution_id=9)
+    assert pipeline.handle(pending) == []
+    target = RelationInfo("CreateDataSourceTableAsSelectCommand", table=TableRef("out"), table_location="file:/out")
+    assert pipeline.merges("CreateDataSourceTableAsSelectCommand", 8, target)
+    assert not pipeline.merges("InsertIntoHadoopFsRelationCommand", 8, target)
+    assert not pipeline.merges("CreateDataSourceTableAsSelectCommand", 10, target), "the wrapper comes with a lower id"
+    [merged, _] = pipeline.handle(_wrapper(8, target))
+    assert merged.job.name == "fixture_app.create_data_source_table_as_select_command.out"
+    assert pipeline.merges("SaveAsV1TableCommand", 6, target), "an outer wrapper of the merged write"
+    assert pipeline.handle(_wrapper(6, target, "SaveAsV1TableCommand")) == []
+
+
+def _wrapper(qe_id: int, target: RelationInfo, command: str = "CreateDataSourceTableAsSelectCommand") -> Capture:
+    return Capture("command", qe_id, END, 0, "", root_class=command, write=WriteInfo(command, target, "ErrorIfExists"))
+
+
+PURE_MODULES = (
+    "pipeline.py",
+    "streams.py",
+    "plan.py",
+    "facets.py",
+    "events.py",
+    "snapshots.py",
+    "capture.py",
+    "expressions.py",
+    "lineage",
+)
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_pure_side_never_imports_the_listeners_or_pyspark() -> None:
+    emitter_dir = PROJECT_ROOT / "emitter"
+    for name in PURE_MODULES:
+        paths = sorted((emitter_dir / name).rglob("*.py")) if (emitter_dir / name).is_dir() else [emitter_dir / name]
+        for path in paths:
+            bad = {m for m in _imports(path) if m.startswith(("emitter.listener", "pyspark", "py4j"))}
+            assert not bad, f"{path.relative_to(PROJECT_ROOT)} imports {bad}"

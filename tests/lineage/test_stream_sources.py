@@ -1,0 +1,130 @@
+"""Streaming sources and sinks named by their options (Kafka, rate, socket, Python data sources).
+
+The plans in tests/fixtures/plans/stream_sources/ are running micro-batch plans as Spark 4
+serializes them; the Kafka ones carry the Kafka connector's schema on the V2 stream leaf Spark
+builds for every V2 source (no Kafka connector runs here). Each fixture's `stream_sources` /
+`stream_sink` is what the listener copies from the query: short name, options, description.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emitter import events, facets
+from emitter.capture import Endpoint
+from emitter.lineage import column_lineage, write_command
+from emitter.naming import dataset_name, naming_options, stream_source_uris
+from emitter.plan import leaf_key, parse_plan
+from emitter.streams import stream_endpoint
+
+CASES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "stream_sources"
+TABLE_NAMESPACE = "file"
+
+
+def _case_names() -> list[str]:
+    return sorted(path.stem for path in CASES_DIR.glob("*.json"))
+
+
+def _endpoint(described: dict[str, Any]) -> Endpoint:
+    return stream_endpoint(described["description"], (described["sourceName"], naming_options(described["options"])))
+
+
+def _lineage_rows(case: dict[str, Any], sources: dict[int, Endpoint]) -> dict[str, list[list[str]]]:
+    command = write_command(parse_plan(case["plan"]))
+    assert command is not None
+    result = column_lineage(command.query, {}, case["columns"])
+    relations = {key: endpoint.relation for key, endpoint in sources.items() if endpoint.relation is not None}
+
+    def locate(node: Any) -> list[tuple[str, str]] | None:
+        relation = relations.get(leaf_key(node))  # type: ignore[arg-type]
+        return events.dataset_locations(relation, TABLE_NAMESPACE) if relation is not None else None
+
+    facet = facets.column_lineage_facet(result.columns, result.dataset, locate)
+    return {
+        column: sorted(
+            [field.namespace, field.name, field.field, t.type, t.subtype]
+            for field in fields.inputFields
+            for t in field.transformations or []
+        )
+        for column, fields in facet.fields.items()
+    }
+
+
+def _datasets(endpoints: list[Endpoint]) -> list[list[str]]:
+    return sorted(
+        list(location)
+        for endpoint in endpoints
+        if endpoint.relation is not None
+        for location in events.dataset_locations(endpoint.relation, TABLE_NAMESPACE)
+    )
+
+
+@pytest.mark.parametrize("name", _case_names())
+def test_stream_source_fixture_names_datasets_and_lineage(name: str) -> None:
+    case = json.loads((CASES_DIR / f"{name}.json").read_text())
+    sources = {int(key): _endpoint(described) for key, described in case["stream_sources"].items()}
+    sink = [_endpoint(case["stream_sink"])] if case.get("stream_sink") else []
+
+    datasets = {"inputs": _datasets(list(sources.values())), "outputs": _datasets(sink)}
+
+    assert datasets == case["expected_datasets"]
+    assert _lineage_rows(case, sources) == case["expected_lineage"]
+
+
+def test_kafka_subscribe_list_is_one_dataset_per_topic_under_the_first_bootstrap_server() -> None:
+    uris = stream_source_uris("kafka", {"kafka.bootstrap.servers": "b1:9092, b2:9092", "subscribe": "orders, payments,orders"})
+
+    assert [dataset_name(uri) for uri in uris] == [("kafka://b1:9092", "orders"), ("kafka://b1:9092", "payments")]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"kafka.bootstrap.servers": "b1:9092", "assign": '{"t1": [0, 1], "t2": [0]}'}, ["t1", "t2"]),
+        ({"kafka.bootstrap.servers": "b1:9092", "subscribePattern": "orders-?[0-9]+"}, ["orders-?[0-9]+"]),
+        ({"Kafka.Bootstrap.Servers": "SASL_SSL://b1:9093", "topic": "out"}, ["out"]),
+    ],
+)
+def test_kafka_topics_from_assign_pattern_and_sink_topic(options: dict[str, str], expected: list[str]) -> None:
+    names = [dataset_name(uri) for uri in stream_source_uris("kafka", options)]
+
+    assert names == [(names[0][0], topic) for topic in expected]
+    assert names[0][0] in ("kafka://b1:9092", "kafka://b1:9093")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"subscribe": "orders"},  # no bootstrap servers
+        {"kafka.bootstrap.servers": "b1:9092", "assign": "{not json"},
+        {"kafka.bootstrap.servers": "b1:9092"},  # a sink taking the topic from a column
+    ],
+)
+def test_a_kafka_source_without_a_nameable_topic_is_no_dataset_and_breaks_nothing(options: dict[str, str]) -> None:
+    case = json.loads((CASES_DIR / "stream_kafka_subscribe.json").read_text())
+    key, described = next(iter(case["stream_sources"].items()))
+    broken = stream_endpoint(described["description"], ("kafka", naming_options(options)))
+
+    rows = _lineage_rows(case, {int(key): broken})
+
+    assert broken.relation is None
+    assert rows == {}  # the facet is still built, with no Kafka input
+
+
+def test_socket_rate_and_python_sources_are_named_by_short_name_or_options() -> None:
+    assert [dataset_name(uri) for uri in stream_source_uris("socket", {"host": "localhost", "port": "9999"})] == [
+        ("socket://localhost:9999", "/")
+    ]
+    assert [dataset_name(uri) for uri in stream_source_uris("rate", {"rowsPerSecond": "5"})] == [("rate", "rate")]
+    assert [dataset_name(uri) for uri in stream_source_uris("my_events", {})] == [("my-events", "my-events")]
+    assert [dataset_name(uri) for uri in stream_source_uris("my_events", {"path": "s3a://bucket/in"})] == [("s3://bucket", "in")]
+
+
+def test_naming_options_keep_no_credentials() -> None:
+    kept = naming_options({"kafka.sasl.jaas.config": "secret", "kafka.bootstrap.servers": "b:1", "Subscribe": "t"})
+
+    assert kept == {"kafka.bootstrap.servers": "b:1", "subscribe": "t"}
