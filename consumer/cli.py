@@ -10,16 +10,32 @@ import logging
 import signal
 import sys
 import threading
-from typing import Callable, Sequence, TextIO
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from consumer.settings import Settings, add_arguments
 
 EXIT_UNAVAILABLE = 2
 
 _STORE = ("store_url",)
-_KAFKA = ("bootstrap_servers", "topic", "group", "dead_letter_topic", "batch_size", "session_timeout_ms",
-          "max_poll_interval_ms", "retire_after")
-_HTTP = ("host", "port", "token")
+_KAFKA = (
+    "bootstrap_servers",
+    "topic",
+    "group",
+    "dead_letter_topic",
+    "changes_topic",
+    "batch_size",
+    "session_timeout_ms",
+    "max_poll_interval_ms",
+    "retire_after",
+    "max_event_bytes",
+    "log_format",
+)
+_HTTP = ("host", "port", "token", "max_event_bytes", "web_dir")
+# Restarts of serve's ingestion thread after a failure: doubling pauses, reset after a long run.
+RESTART_BACKOFF_SECONDS = (1.0, 60.0)
+RESTART_RESET_AFTER_SECONDS = 300.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,16 +45,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, run: Callable[[argparse.Namespace], int], help_text: str, settings: tuple[str, ...]) -> argparse.ArgumentParser:
+    def command(
+        name: str, run: Callable[[argparse.Namespace], int], help_text: str, settings: tuple[str, ...]
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
         add_arguments(sub, settings)
         sub.set_defaults(run=run)
         return sub
 
-    command("serve", _serve, "ingest from Kafka and serve the HTTP API (Marquez-compatible) in one process", _STORE + _KAFKA + _HTTP)
+    command(
+        "serve", _serve, "ingest from Kafka and serve the HTTP API (Marquez-compatible) in one process", _STORE + _KAFKA + _HTTP
+    )
     command("ingest", _ingest, "ingest from Kafka only", _STORE + _KAFKA)
     command("migrate", _migrate, "apply pending schema migrations to the store", _STORE)
-    command("replay", _replay, "rebuild every derived store from the stored raw events, in event-time order", _STORE)
+    replay = command(
+        "replay",
+        _replay,
+        "rebuild every derived store from the stored raw events, in event-time order",
+        _STORE + ("bootstrap_servers", "changes_topic"),
+    )
+    replay.add_argument(
+        "--republish-changes",
+        action="store_true",
+        help="afterwards publish the whole rebuilt lineage to the changes topic (a replay publishes nothing otherwise)",
+    )
     for name, help_text in (
         ("delete-table-lineage", "forget which datasets a job read and wrote, and its column lineage"),
         ("delete-data-lineage", "forget the snapshots a job's runs consumed and produced"),
@@ -55,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     # kafka-python logs every reconnect attempt; our own lines say what matters.
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration step otherwise
     argv = list(sys.argv[1:] if argv is None else argv)
     from consumer.kafka_io import BrokerUnavailable
     from consumer.store import StoreUnavailable
@@ -63,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[:1] == ["lineage"]:
             return _lineage(argv[1:])
         args = _parser().parse_args(argv)
+        if getattr(args, "log_format", None):
+            from consumer.observability import configure_logging
+
+            configure_logging(args.log_format)
         return args.run(args)
     except (StoreUnavailable, BrokerUnavailable) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -79,11 +114,14 @@ def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 def _migrate(args: argparse.Namespace) -> int:
     from consumer.store import open_store
-    from consumer.store.migrations import LATEST_VERSION
+    from consumer.store.migrations import head_revision
 
     store = open_store(Settings.from_args(args).store_url, migrate=False)
     applied = store.migrate()
-    print(f"schema at version {LATEST_VERSION}" + (f" (applied {', '.join(map(str, applied))})" if applied else " (nothing to apply)"))
+    print(
+        f"schema at revision {head_revision()}"
+        + (f" (applied {', '.join(map(str, applied))})" if applied else " (nothing to apply)")
+    )
     return 0
 
 
@@ -110,14 +148,18 @@ def _lineage(argv: list[str]) -> int:
 
 
 def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
+    import time
+
     from consumer.events import InvalidEvent
     from consumer.ingest import prepare
 
     err = err or sys.stderr
     store = _store(args)
+    store.claim_writer()
     total = store.raw_event_count()
     saved_tags = store.clear_derived()
     done = skipped = 0
+    started = time.monotonic()
     for chunk in store.raw_payloads():
         prepared = []
         for payload in chunk:
@@ -127,75 +169,163 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
                 skipped += 1  # stored under older rules; kept raw, not derived
         store.rebuild(prepared)
         done += len(chunk)
-        _progress(err, done, total)
+        _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
     store.restore_tags(saved_tags)
     err.write("\n")
-    print(f"replayed {done} events" + (f" ({skipped} no longer valid, kept raw only)" if skipped else ""))
+    rate = done / max(time.monotonic() - started, 1e-9)
+    print(f"replayed {done} events ({rate:.0f} events/s)" + (f" ({skipped} no longer valid, kept raw only)" if skipped else ""))
+    if args.republish_changes:
+        _republish_changes(Settings.from_args(args), store)
     return 0
 
 
-def _progress(err: TextIO, done: int, total: int, width: int = 40) -> None:
+def _republish_changes(settings: Settings, store) -> None:  # type: ignore[no-untyped-def]
+    from consumer.changes import PublishingStore
+    from consumer.kafka_io import ChangeMessages
+
+    if not settings.changes_topic:
+        raise SystemExit("error: --republish-changes needs --changes-topic (or LINEAGE_CHANGES_TOPIC)")
+    sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic)
+    try:
+        published = PublishingStore(store.engine, sink).publish_everything()
+    finally:
+        sink.close()
+    print(f"published {published} lineage changes to {settings.changes_topic}")
+
+
+def _progress(err: TextIO, done: int, total: int, rate: float, width: int = 40) -> None:
     filled = width * done // total if total else width
     percent = 100 * done // total if total else 100
-    err.write(f"\rreplay [{'#' * filled}{' ' * (width - filled)}] {percent:3d}% {done}/{total}")
+    err.write(f"\rreplay [{'#' * filled}{' ' * (width - filled)}] {percent:3d}% {done}/{total} {rate:.0f} events/s")
     err.flush()
 
 
-def _ingestor(settings: Settings):  # type: ignore[no-untyped-def]
+def _connect(settings: Settings, store, observability=None):  # type: ignore[no-untyped-def]
+    """A Kafka ingestion loop on `store`: the composition root of the write side. Whatever must
+    follow each committed store transaction is passed here as an `after_store` callback."""
     from consumer.ingest import Ingestor
     from consumer.kafka_io import DeadLetters, EventSource
+
+    source = EventSource(
+        settings.bootstrap_servers,
+        settings.topic,
+        settings.group,
+        max_records=settings.batch_size,
+        session_timeout_ms=settings.session_timeout_ms,
+        max_poll_interval_ms=settings.max_poll_interval_ms,
+        max_event_bytes=settings.max_event_bytes,
+    )
+    try:
+        dead_letters = DeadLetters(settings.bootstrap_servers, settings.dead_letter_topic)
+    except BaseException:
+        source.close()
+        raise
+    return Ingestor(
+        store,
+        source,
+        dead_letters,
+        retire_after=settings.retire_after,
+        max_event_bytes=settings.max_event_bytes,
+        metrics=observability,
+    )
+
+
+def _write_store(settings: Settings):  # type: ignore[no-untyped-def]
+    """The store ingestion writes to: with --changes-topic, one that publishes what each of its
+    transactions changed (consumer.changes)."""
     from consumer.store import open_store
 
     store = open_store(settings.store_url)
-    source = EventSource(settings.bootstrap_servers, settings.topic, settings.group, max_records=settings.batch_size,
-                         session_timeout_ms=settings.session_timeout_ms, max_poll_interval_ms=settings.max_poll_interval_ms)
-    dead_letters = DeadLetters(settings.bootstrap_servers, settings.dead_letter_topic)
-    return store, source, dead_letters, Ingestor(store, source, dead_letters, retire_after=settings.retire_after)
+    if settings.changes_topic:
+        from consumer.changes import PublishingStore
+        from consumer.kafka_io import ChangeMessages
+
+        store = PublishingStore(store.engine, ChangeMessages(settings.bootstrap_servers, settings.changes_topic))
+    store.claim_writer()  # SQLite: the one writer, or one clear line and exit status 2
+    return store
+
+
+def _disconnect(ingestor) -> None:  # type: ignore[no-untyped-def]
+    try:
+        ingestor.close()
+    finally:
+        ingestor.source.close()
+        ingestor.dead_letters.close()
 
 
 def _ingest(args: argparse.Namespace) -> int:
     settings = Settings.from_args(args)
-    _, source, dead_letters, ingestor = _ingestor(settings)
+    ingestor = _connect(settings, _write_store(settings))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    logging.getLogger(__name__).info("ingesting %s from %s into %s", settings.topic, settings.bootstrap_servers, settings.store_url)
+    logging.getLogger(__name__).info(
+        "ingesting %s from %s into %s", settings.topic, settings.bootstrap_servers, settings.store_url
+    )
     try:
         stats = ingestor.run(stop.is_set)
     finally:
-        source.close()
-        dead_letters.close()
+        _disconnect(ingestor)
     logging.getLogger(__name__).info("stopped: %s", stats)
     return 0
+
+
+def _supervise(first, settings: Settings, store, observability, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    """serve's ingestion thread: run the loop; when it fails, log it, report it (not ready) and
+    start a new one after a pause, until `stop`."""
+    log = logging.getLogger(__name__)
+    ingestor, pause = first, RESTART_BACKOFF_SECONDS[0]
+    while not stop.is_set():
+        started = time.monotonic()
+        error: str | None = None
+        try:
+            if ingestor is None:
+                ingestor = _connect(settings, store, observability)
+            observability.ingestion_started()
+            ingestor.run(stop.is_set)
+        except Exception as failure:
+            error = f"{type(failure).__name__}: {failure}"
+            log.exception("ingestion stopped; restarting it in %.0f s", pause)
+        finally:
+            if ingestor is not None:
+                _disconnect_quietly(ingestor)
+            ingestor = None
+            observability.ingestion_stopped(error)
+        if time.monotonic() - started > RESTART_RESET_AFTER_SECONDS:
+            pause = RESTART_BACKOFF_SECONDS[0]
+        stop.wait(pause)
+        pause = min(pause * 2, RESTART_BACKOFF_SECONDS[1])
+
+
+def _disconnect_quietly(ingestor) -> None:  # type: ignore[no-untyped-def]
+    try:
+        _disconnect(ingestor)
+    except Exception:
+        logging.getLogger(__name__).exception("closing the failed ingestion loop")
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from consumer.api import create_app
+    from consumer.observability import Observability
 
     settings = Settings.from_args(args)
-    store, source, dead_letters, ingestor = _ingestor(settings)
+    store = _write_store(settings)
+    observability = Observability(ingesting=True)
+    first = _connect(settings, store, observability)  # a broker missing at start: one line, exit 2
     stop = threading.Event()
-    failure: list[BaseException] = []
-
-    def ingest_until_stopped() -> None:
-        try:
-            ingestor.run(stop.is_set)
-        except BaseException as error:  # reported by the main thread
-            failure.append(error)
-        finally:
-            source.close()
-            dead_letters.close()
-
-    worker = threading.Thread(target=ingest_until_stopped, name="ingest", daemon=True)
+    worker = threading.Thread(target=_supervise, args=(first, settings, store, observability, stop), name="ingest", daemon=True)
     worker.start()
     try:
-        uvicorn.run(create_app(store, settings), host=settings.host, port=settings.port, log_level="info")
+        uvicorn.run(
+            create_app(store, settings, observability),
+            host=settings.host,
+            port=settings.port,
+            log_level="info",
+            log_config=None,  # our handlers (text or JSON)
+        )
     finally:
         stop.set()
         worker.join(timeout=30)
-    if failure:
-        print(f"error: ingestion stopped: {failure[0]}", file=sys.stderr)
-        return 1
     return 0

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any
 
 import attrs
 
@@ -24,9 +25,7 @@ TRANSFORMATION_TYPES = frozenset({"DIRECT", "INDIRECT"})
 SNAPSHOT_KINDS = frozenset({"content", "delta", "iceberg", "stream-offsets", "sink-batch"})
 
 # ISO 8601 (a bare date too) with optional fraction of any length (nanoseconds) and optional zone.
-_TIME = re.compile(
-    r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d+))?)?(Z|[+-]\d{2}:?\d{2})?$"
-)
+_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d+))?)?(Z|[+-]\d{2}:?\d{2})?$")
 
 
 class InvalidEvent(ValueError):
@@ -67,11 +66,39 @@ def parse_time(value: Any, field: str) -> datetime:
     return parsed.astimezone(timezone.utc)
 
 
+# Deeper JSON is refused: events are a few levels deep, and every later step (hashing, storing,
+# serving) walks the value recursively.
+MAX_DEPTH = 64
+_TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of objects and arrays)"
+
+
 def decode(raw: bytes | str) -> Any:
     try:
-        return json.loads(raw)
+        decoded = json.loads(raw)
+    except RecursionError:
+        raise InvalidEvent("", _TOO_DEEP) from None
     except (ValueError, UnicodeDecodeError) as error:
         raise InvalidEvent("", f"not JSON: {error}") from None
+    # Counting brackets is cheap; only a text with that many opening ones can be too deep.
+    opening = raw.count(b"{") + raw.count(b"[") if isinstance(raw, bytes) else raw.count("{") + raw.count("[")
+    if opening > MAX_DEPTH and _deeper_than(decoded, MAX_DEPTH):
+        raise InvalidEvent("", _TOO_DEEP)
+    return decoded
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether `value` nests objects/arrays more than `limit` levels (no recursion)."""
+    level: list[Any] = [value]
+    for _ in range(limit):
+        level = [
+            child
+            for container in level
+            for child in (container.values() if isinstance(container, dict) else container)
+            if isinstance(child, (dict, list))
+        ]
+        if not level:
+            return False
+    return bool(level)
 
 
 def validate(event: Any) -> ValidEvent:
@@ -253,9 +280,7 @@ def _check_snapshot(facet: Any, path: str) -> None:
     if facet.get("batchId") is not None:
         _require_int(facet, "batchId", f"{path}.batchId")
     partitions = facet.get("partitions")
-    if partitions is not None and not (
-        isinstance(partitions, list) and all(isinstance(p, dict) for p in partitions)
-    ):
+    if partitions is not None and not (isinstance(partitions, list) and all(isinstance(p, dict) for p in partitions)):
         raise InvalidEvent(f"{path}.partitions", "must be a list of objects")
 
 

@@ -1,16 +1,23 @@
 """Ingestion: records -> validated, materialized events -> one store transaction per batch ->
 offsets committed. At-least-once delivery made exactly-once in effect by idempotent writes.
 
-A bad record (not JSON, invalid, or failing to store) never stops the loop: it goes to the
-dead-letter topic with the reason and its source topic/partition/offset in headers, and the
-rest of its batch is stored (a failing batch is split until the culprit is alone)."""
+Batches are pipelined: while batch k is in its store transaction (on the store thread), batch
+k+1 is polled, decoded, validated and materialized; never more than one batch ahead. Offsets
+are committed in poll order, each only after the transaction holding its records committed.
+
+A bad record (too large, not JSON, invalid, or failing to store) never stops the loop: it goes
+to the dead-letter topic with the reason and its source topic/partition/offset in headers (its
+body cut to what the dead-letter producer can send, with the original size in a header), and
+the rest of its batch is stored (a failing batch is split until the culprit is alone)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
 import attrs
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
@@ -22,27 +29,85 @@ from consumer.store import Store
 log = logging.getLogger(__name__)
 
 REASON_HEADER = "lineage.error.reason"
+REASON_CLASS_HEADER = "lineage.error.class"
 TOPIC_HEADER = "lineage.source.topic"
 PARTITION_HEADER = "lineage.source.partition"
 OFFSET_HEADER = "lineage.source.offset"
+ORIGINAL_SIZE_HEADER = "lineage.source.size"
+TRUNCATED_HEADER = "lineage.error.truncated"
+
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+IN_FLIGHT_POLL_MS = 50
+
+# Reason classes: the `reason` label of the dead-letter metric and the class header.
+TOO_LARGE = "too_large"
+INVALID = "invalid"
+NOT_MATERIALIZABLE = "not_materializable"
+STORE_REJECTED = "store_rejected"
 
 
 class RecordLike(Protocol):
-    topic: str
-    partition: int
-    offset: int
-    value: bytes | None
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def value(self) -> bytes | None: ...
+
+
+@attrs.frozen
+class SourceState:
+    """What the event source knows about itself after a poll."""
+
+    assigned: tuple[tuple[str, int], ...] = ()
+    lag: dict[tuple[str, int], int] = attrs.Factory(dict)
+    broker_reachable: bool = True
 
 
 class Source(Protocol):
     def poll(self, timeout_ms: int) -> Sequence[RecordLike]: ...
     def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool: ...
     def rewind(self, first_offsets: dict[tuple[str, int], int]) -> None: ...
+    def on_revoke(self, callback: Callable[[], object]) -> None: ...
+    def state(self) -> SourceState: ...
 
 
 class DeadLetterSink(Protocol):
+    """`send` raises ValueError when the sink refuses this one record (logged and passed), anything
+    else when the sink is unreachable (the batch is then read again)."""
+
+    max_value_bytes: int
+
     def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], key: bytes | None = None) -> None: ...
     def flush(self, timeout_seconds: float = ...) -> None: ...
+
+
+@attrs.frozen
+class StoredBatch:
+    """One committed store transaction: what it held and how long it took."""
+
+    rows: Sequence[EventRows]
+    new_events: int
+    seconds: float
+
+
+class IngestMetrics(Protocol):
+    def batch_stored(self, batch: StoredBatch) -> None: ...
+    def dead_lettered(self, reason_class: str) -> None: ...
+    def source_state(self, state: SourceState) -> None: ...
+
+
+class NoMetrics:
+    def batch_stored(self, batch: StoredBatch) -> None:
+        pass
+
+    def dead_lettered(self, reason_class: str) -> None:
+        pass
+
+    def source_state(self, state: SourceState) -> None:
+        pass
 
 
 @attrs.define
@@ -52,6 +117,28 @@ class IngestStats:
     duplicates: int = 0
     dead_lettered: int = 0
     batches: int = 0
+
+
+@attrs.frozen
+class Rejected:
+    record: RecordLike
+    reason_class: str
+    reason: str
+
+
+@attrs.frozen
+class PreparedBatch:
+    """A polled batch, decoded, validated and materialized: ready for its store transaction."""
+
+    records: Sequence[RecordLike]
+    good: list[tuple[RecordLike, EventRows]]
+    rejected: list[Rejected]
+
+
+@attrs.frozen
+class WriteOutcome:
+    stored: int
+    failed: list[Rejected]
 
 
 def prepare(value: Any) -> EventRows:
@@ -66,11 +153,32 @@ def prepare(value: Any) -> EventRows:
     return materialize(validate(value))
 
 
+def prepare_batch(records: Sequence[RecordLike], max_event_bytes: int) -> PreparedBatch:
+    good: list[tuple[RecordLike, EventRows]] = []
+    rejected: list[Rejected] = []
+    for record in records:
+        value = record.value if record.value is not None else b""
+        if len(value) > max_event_bytes:
+            rejected.append(Rejected(record, TOO_LARGE, f"too large: {len(value)} bytes, limit {max_event_bytes}"))
+            continue
+        try:
+            good.append((record, prepare(value)))
+        except InvalidEvent as error:
+            rejected.append(Rejected(record, INVALID, f"invalid event: {error}"))
+        except Exception as error:  # materialization bug: keep the event, keep going
+            rejected.append(Rejected(record, NOT_MATERIALIZABLE, f"cannot materialize: {type(error).__name__}: {error}"))
+    return PreparedBatch(records, good, rejected)
+
+
+class Writer(Protocol):
+    def write(self, batch: Sequence[EventRows]) -> int: ...
+
+
 def _is_transient(error: DBAPIError) -> bool:
     return isinstance(error, (OperationalError, InterfaceError, DisconnectionError)) or bool(error.connection_invalidated)
 
 
-def write_isolating(store: Store, items: Sequence[tuple[Any, EventRows]]) -> tuple[int, list[tuple[Any, str]]]:
+def write_isolating(store: Writer, items: Sequence[tuple[Any, EventRows]]) -> tuple[int, list[tuple[Any, str]]]:
     """Store `items` ((tag, rows) pairs) in as few transactions as possible; a batch that fails
     is split in halves until each failing event is alone. (stored count, [(tag, reason)] failed).
     Database outages are re-raised: nothing is dead-lettered for them."""
@@ -93,19 +201,52 @@ def write_isolating(store: Store, items: Sequence[tuple[Any, EventRows]]) -> tup
             break
     if len(items) == 1:
         cause = getattr(failure, "orig", None) or failure
-        return 0, [(items[0][0], f"store rejected the event: {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}")]
+        return 0, [
+            (items[0][0], f"store rejected the event: {type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}")
+        ]
     middle = len(items) // 2
     stored_left, failed_left = write_isolating(store, items[:middle])
     stored_right, failed_right = write_isolating(store, items[middle:])
     return stored_left + stored_right, failed_left + failed_right
 
 
-class Ingestor:
-    """One consumer-group member's loop: poll, store, dead-letter, commit."""
+class ObservedStore:
+    """`Store.write` that tells the metrics and every `after_store` callback about each transaction
+    that committed: the one place where "batch committed to the store" happens."""
 
-    def __init__(self, store: Store, source: Source, dead_letters: DeadLetterSink, *,
-                 poll_timeout_ms: int = 1000, retire_after: timedelta | None = None,
-                 sweep_every_seconds: float = 60.0, retry_backoff_seconds: float = 5.0) -> None:
+    def __init__(self, store: Store, metrics: IngestMetrics, after_store: Sequence[Callable[[StoredBatch], None]] = ()) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.after_store = tuple(after_store)
+
+    def write(self, batch: Sequence[EventRows]) -> int:
+        started = time.perf_counter()
+        new_events = self.store.write(batch)
+        stored = StoredBatch(batch, new_events, time.perf_counter() - started)
+        self.metrics.batch_stored(stored)
+        for callback in self.after_store:
+            callback(stored)
+        return new_events
+
+
+class Ingestor:
+    """One consumer-group member's loop: poll, prepare, store (one batch in flight on the store
+    thread), dead-letter, commit."""
+
+    def __init__(
+        self,
+        store: Store,
+        source: Source,
+        dead_letters: DeadLetterSink,
+        *,
+        poll_timeout_ms: int = 1000,
+        retire_after: timedelta | None = None,
+        sweep_every_seconds: float = 60.0,
+        retry_backoff_seconds: float = 5.0,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        metrics: IngestMetrics | None = None,
+        after_store: Sequence[Callable[[StoredBatch], None]] = (),
+    ) -> None:
         self.store = store
         self.source = source
         self.dead_letters = dead_letters
@@ -113,66 +254,115 @@ class Ingestor:
         self.retire_after = retire_after
         self.sweep_every_seconds = sweep_every_seconds
         self.retry_backoff_seconds = retry_backoff_seconds
+        self.max_event_bytes = max_event_bytes
+        self.metrics = metrics or NoMetrics()
+        self.writer = ObservedStore(store, self.metrics, after_store)
         self.stats = IngestStats()
         self._last_sweep = 0.0
+        self._store_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
+        self._in_flight: tuple[PreparedBatch, Future[tuple[int, list[tuple[Any, str]]]]] | None = None
+        self._to_reread: list[RecordLike] = []
+        source.on_revoke(self.finish_in_flight)
 
     def run(self, should_stop: Callable[[], bool] = lambda: False) -> IngestStats:
-        while not should_stop():
-            self.run_once()
+        try:
+            while not should_stop():
+                self.run_once()
+        finally:
+            self.close()
         return self.stats
 
     def run_once(self) -> int:
-        """Poll once and handle what arrived; the number of records handled."""
-        records = self.source.poll(self.poll_timeout_ms)
-        if records:
-            self.handle(records)
+        """Poll and prepare the next batch while the previous one is being stored, then finish the
+        previous one and hand this one to the store thread. The number of records polled."""
+        # With a batch in flight, wait little for the next one: an idle topic must not delay its commit.
+        records = self.source.poll(self.poll_timeout_ms if self._in_flight is None else IN_FLIGHT_POLL_MS)
+        batch = prepare_batch(records, self.max_event_bytes) if records else None
+        self.finish_in_flight()
+        if self._to_reread:
+            self._reread(list(batch.records) if batch else [])
+        elif batch is not None:
+            self._in_flight = (batch, self._store_thread.submit(write_isolating, self.writer, batch.good))
+        self.metrics.source_state(self.source.state())
         self._maybe_sweep()
         return len(records)
 
-    def handle(self, records: Sequence[RecordLike]) -> bool:
-        """Store a polled batch, dead-letter what cannot be stored, then commit. On a database
-        outage nothing is committed, the source is rewound to the batch and False returned."""
-        good: list[tuple[RecordLike, EventRows]] = []
-        rejected: list[tuple[RecordLike, str]] = []
-        for record in records:
-            try:
-                good.append((record, prepare(record.value if record.value is not None else b"")))
-            except InvalidEvent as error:
-                rejected.append((record, f"invalid event: {error}"))
-            except Exception as error:  # materialization bug: keep the event, keep going
-                rejected.append((record, f"cannot materialize: {type(error).__name__}: {error}"))
+    def finish_in_flight(self) -> bool:
+        """Wait for the batch in its store transaction, dead-letter its rejects, commit its offsets.
+        On a database or dead-letter outage nothing is committed, its records are remembered to be
+        read again, and False returned. Also called by the source before a rebalance takes
+        partitions away, so what was stored is committed while this member still owns them."""
+        if self._in_flight is None:
+            return True
+        batch, future = self._in_flight
+        self._in_flight = None
         try:
-            stored, failed = write_isolating(self.store, good)
-        except DBAPIError as error:
-            log.error("store unavailable, will retry the batch: %s", str(error.orig or error).splitlines()[0])
-            self.source.rewind(_first_offsets(records))
-            time.sleep(self.retry_backoff_seconds)
-            return False
-        for record, reason in sorted(rejected + failed, key=lambda item: (item[0].partition, item[0].offset)):
-            self._dead_letter(record, reason)
-        self.dead_letters.flush()
-        self.source.commit(_next_offsets(records))
-        self.stats.records += len(records)
+            stored, failed = future.result()
+        except DBAPIError as error:  # write_isolating re-raises outages only
+            return self._unavailable(batch, "store", str(error.orig or error))
+        rejected = batch.rejected + [Rejected(record, STORE_REJECTED, reason) for record, reason in failed]
+        try:
+            for item in sorted(rejected, key=lambda item: (item.record.partition, item.record.offset)):
+                self._dead_letter(item)
+            self.dead_letters.flush()
+        except Exception as error:  # refusals of one record are handled in _dead_letter: this is an outage
+            return self._unavailable(batch, "dead-letter topic", str(error))
+        self.source.commit(_next_offsets(batch.records))
+        self.stats.records += len(batch.records)
         self.stats.stored += stored
-        self.stats.duplicates += len(good) - len(failed) - stored
+        self.stats.duplicates += len(batch.good) - len(failed) - stored
+        self.stats.dead_lettered += len(rejected)
         self.stats.batches += 1
         return True
 
-    def _dead_letter(self, record: RecordLike, reason: str) -> None:
-        log.warning("dead-lettering %s[%d]@%d: %s", record.topic, record.partition, record.offset, reason)
-        self.dead_letters.send(record.value, [
-            (REASON_HEADER, reason.encode()),
+    def close(self) -> None:
+        """Finish the batch in flight (commit it if it was stored); a batch only prepared is dropped
+        uncommitted and read again by whoever owns its partitions next."""
+        try:
+            self.finish_in_flight()
+        finally:
+            self._store_thread.shutdown(wait=True)
+
+    def _unavailable(self, batch: PreparedBatch, what: str, cause: str) -> bool:
+        log.error("%s unavailable, will read the batch again: %s", what, cause.splitlines()[0] if cause else "")
+        self._to_reread = list(batch.records)
+        return False
+
+    def _reread(self, polled_since: list[RecordLike]) -> None:
+        self.source.rewind(_first_offsets(self._to_reread + polled_since))
+        self._to_reread = []
+        time.sleep(self.retry_backoff_seconds)
+
+    def _dead_letter(self, item: Rejected) -> None:
+        record = item.record
+        log.warning("dead-lettering %s[%d]@%d: %s", record.topic, record.partition, record.offset, item.reason[:500])
+        headers = [
+            (REASON_HEADER, item.reason.encode()[:4096]),
+            (REASON_CLASS_HEADER, item.reason_class.encode()),
             (TOPIC_HEADER, record.topic.encode()),
             (PARTITION_HEADER, str(record.partition).encode()),
             (OFFSET_HEADER, str(record.offset).encode()),
-        ], key=f"{record.topic}/{record.partition}".encode())
-        self.stats.dead_lettered += 1
+        ]
+        value = record.value
+        if value is not None and len(value) > self.dead_letters.max_value_bytes:
+            # The producer cannot send it whole: keep its head, say how large it was.
+            headers += [(ORIGINAL_SIZE_HEADER, str(len(value)).encode()), (TRUNCATED_HEADER, b"true")]
+            value = value[: self.dead_letters.max_value_bytes]
+        try:
+            self.dead_letters.send(value, headers, key=f"{record.topic}/{record.partition}".encode())
+        except ValueError as error:
+            log.error("dead-letter topic refused %s[%d]@%d, passing it: %s", record.topic, record.partition, record.offset, error)
+        self.metrics.dead_lettered(item.reason_class)
 
     def _maybe_sweep(self) -> None:
         if self.retire_after is None or time.monotonic() - self._last_sweep < self.sweep_every_seconds:
             return
         self._last_sweep = time.monotonic()
-        retired = self.store.retire_stale_jobs(self.retire_after)
+        try:
+            retired = self._store_thread.submit(self.store.retire_stale_jobs, self.retire_after).result()
+        except DBAPIError as error:
+            log.error("store unavailable, stale jobs not retired this time: %s", str(error.orig or error).splitlines()[0])
+            return
         if retired:
             log.info("retired the table lineage of %d jobs: %s", len(retired), ", ".join(sorted(retired)[:10]))
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -169,9 +170,7 @@ def _job_row(job: Mapping[str, Any], inputs: tuple[DatasetRow, ...], outputs: tu
     job_type = facets.get("jobType") or {}
     processing = job_type.get("processingType")
     source_code = facets.get("sourceCodeLocation") or {}
-    signature = json.dumps(
-        [job["namespace"], job["name"], sorted(_key(d) for d in inputs), sorted(_key(d) for d in outputs)]
-    )
+    signature = json.dumps([job["namespace"], job["name"], sorted(_key(d) for d in inputs), sorted(_key(d) for d in outputs)])
     return JobRow(
         namespace=job["namespace"],
         name=job["name"],
@@ -281,7 +280,9 @@ def _column_edges(outputs: Any) -> list[ColumnEdge]:
     return edges
 
 
-def _edges_of(output: DatasetKey, output_field: str | None, input_field: Mapping[str, Any], entry: Mapping[str, Any]) -> list[ColumnEdge]:
+def _edges_of(
+    output: DatasetKey, output_field: str | None, input_field: Mapping[str, Any], entry: Mapping[str, Any]
+) -> list[ColumnEdge]:
     transformations = input_field.get("transformations") or [_legacy_transformation(entry, output_field)]
     return [
         ColumnEdge(
@@ -319,16 +320,31 @@ def _snapshots(event: Mapping[str, Any], run_batch_id: int | None) -> list[Snaps
             version = (facets.get("version") or {}).get("datasetVersion")
             if snapshot:
                 batch_id = snapshot.get("batchId", run_batch_id)
-                rows.append(SnapshotRow(
-                    dataset=_key(dataset), direction=direction, snapshot_id=snapshot["snapshotId"],
-                    kind=snapshot.get("kind"), batch_id=batch_id, partitions=snapshot.get("partitions"),
-                    start_offset=snapshot.get("startOffset"), end_offset=snapshot.get("endOffset"),
-                ))
+                rows.append(
+                    SnapshotRow(
+                        dataset=_key(dataset),
+                        direction=direction,
+                        snapshot_id=snapshot["snapshotId"],
+                        kind=snapshot.get("kind"),
+                        batch_id=batch_id,
+                        partitions=snapshot.get("partitions"),
+                        start_offset=snapshot.get("startOffset"),
+                        end_offset=snapshot.get("endOffset"),
+                    )
+                )
             elif version:
-                rows.append(SnapshotRow(
-                    dataset=_key(dataset), direction=direction, snapshot_id=str(version), kind=None,
-                    batch_id=run_batch_id, partitions=None, start_offset=None, end_offset=None,
-                ))
+                rows.append(
+                    SnapshotRow(
+                        dataset=_key(dataset),
+                        direction=direction,
+                        snapshot_id=str(version),
+                        kind=None,
+                        batch_id=run_batch_id,
+                        partitions=None,
+                        start_offset=None,
+                        end_offset=None,
+                    )
+                )
     return rows
 
 

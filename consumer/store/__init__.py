@@ -2,10 +2,22 @@
 
 `open_store(url)` gives a migrated `Store` on SQLite (`sqlite:///path.db`) or PostgreSQL
 (`postgresql://...`); `store.engine` is a plain SQLAlchemy engine for readers, the tables are
-in `consumer.store.schema`."""
+in `consumer.store.schema`. The names below load on first use, so a reader importing
+`consumer.store.schema` loads nothing of the write side (writer, materialize, events)."""
 
 from __future__ import annotations
 
-from consumer.store.store import Store, StoreUnavailable, open_store
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Store", "StoreUnavailable", "open_store"]
+if TYPE_CHECKING:
+    from consumer.store.store import Store, StoreBusy, StoreUnavailable, open_store
+
+__all__ = ["Store", "StoreBusy", "StoreUnavailable", "open_store"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from consumer.store import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module 'consumer.store' has no attribute {name!r}")

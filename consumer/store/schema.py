@@ -9,6 +9,9 @@ Times are timezone-aware UTC. JSON columns hold facets exactly as received.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -22,16 +25,42 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 
 # Integer primary keys: BIGINT on PostgreSQL, INTEGER on SQLite (only INTEGER aliases the rowid).
 Id = BigInteger().with_variant(Integer(), "sqlite")
 # None is SQL NULL, not the JSON text 'null': nothing to decode when reading an empty column
 Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-Time = DateTime(timezone=True)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A point in time, always an aware UTC datetime in Python on both databases. SQLite keeps
+    no zone: values are stored as UTC text (so they compare in time order) and come back naive,
+    which here means UTC. A naive value written is taken as UTC too."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if not isinstance(value, datetime):
+            return value
+        value = _as_utc(value)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        return None if value is None else _as_utc(value)
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+Time = UtcDateTime()
 
 metadata = MetaData()
 
@@ -39,14 +68,6 @@ metadata = MetaData()
 def _id() -> Column:
     return Column("id", Id, primary_key=True, autoincrement=True)
 
-
-schema_version = Table(
-    "schema_version",
-    metadata,
-    Column("version", Integer, primary_key=True),
-    Column("description", Text, nullable=False),
-    Column("applied_at", Time, nullable=False),
-)
 
 namespaces = Table(
     "namespaces",
@@ -84,6 +105,8 @@ jobs = Table(
     Column("facets", Json, nullable=False),
     # Hash of the job's sorted inputs and outputs (never the run id).
     Column("current_version", String(64)),
+    # Event time each merged value and facet key came from: merging stays order-independent.
+    Column("merged_at", Json),
     Column("latest_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL", use_alter=True, name="fk_jobs_latest_run")),
     Column("parent_job_id", Id, ForeignKey("jobs.id", ondelete="SET NULL")),
     Column("created_at", Time, nullable=False),
@@ -112,6 +135,7 @@ datasets = Table(
     Column("table_name", String(2048), nullable=False),
     Column("facets", Json, nullable=False),
     Column("current_version", String(128)),
+    Column("merged_at", Json),
     Column("created_at", Time, nullable=False),
     Column("updated_at", Time, nullable=False),
     Column("is_deleted", Boolean, nullable=False, server_default=text("false")),
@@ -185,6 +209,7 @@ runs = Table(
     Column("parent_run_uuid", String(36)),
     Column("parent_job_namespace", String(1024)),
     Column("parent_job_name", String(1024)),
+    Column("merged_at", Json),
     Column("created_at", Time, nullable=False),
     Column("updated_at", Time, nullable=False),
     Index("ix_runs_job_created", "job_id", "created_at"),
@@ -239,14 +264,20 @@ column_lineage = Table(
     Column("last_seen", Time, nullable=False),
     Index(
         "uq_column_lineage_field",
-        "output_field_id", "input_field_id", "transformation_type", "transformation_subtype",
+        "output_field_id",
+        "input_field_id",
+        "transformation_type",
+        "transformation_subtype",
         unique=True,
         sqlite_where=text("output_field_id IS NOT NULL"),
         postgresql_where=text("output_field_id IS NOT NULL"),
     ),
     Index(
         "uq_column_lineage_dataset",
-        "output_dataset_id", "input_field_id", "transformation_type", "transformation_subtype",
+        "output_dataset_id",
+        "input_field_id",
+        "transformation_type",
+        "transformation_subtype",
         unique=True,
         sqlite_where=text("output_field_id IS NULL"),
         postgresql_where=text("output_field_id IS NULL"),
@@ -300,26 +331,5 @@ lineage_events = Table(
     Index("ix_lineage_events_job", "job_namespace", "job_name"),
 )
 
-# Paimon lineage-proposal views (PIP "Lineage"); `job` is the job name.
-def _job_view(direction: str) -> str:
-    return f"""
-        SELECT j.name AS job, d.database_name AS "database", d.table_name AS "table",
-               io.first_seen AS create_time
-        FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
-        WHERE io.direction = '{direction}'"""
-
-
-def _snapshot_view(direction: str) -> str:
-    return f"""
-        SELECT j.name AS job, s.barrier_id AS barrier_id, d.database_name AS "database",
-               d.table_name AS "table", s.snapshot_id AS snapshot_id, s.created_at AS create_time
-        FROM snapshot_lineage s JOIN jobs j ON j.id = s.job_id JOIN datasets d ON d.id = s.dataset_id
-        WHERE s.direction = '{direction}'"""
-
-
-VIEWS: dict[str, str] = {
-    "source_job_lineage": _job_view("input"),
-    "sink_job_lineage": _job_view("output"),
-    "source_snapshot_lineage": _snapshot_view("input"),
-    "sink_snapshot_lineage": _snapshot_view("output"),
-}
+# The Paimon lineage-proposal views (source/sink_job_lineage, source/sink_snapshot_lineage) are
+# created by the migrations (consumer/store/migrations/versions), as every other DDL.

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-from typing import Callable, Iterator, Sequence
+from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, delete, event, func, select, update
+from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
@@ -24,16 +27,30 @@ from consumer.store.schema import (
     runs,
     snapshot_lineage,
 )
-from consumer.store.writer import utc, write_batch
+from consumer.store.single_writer import LockHeld, WriterLock
+from consumer.store.writer import write_batch
 
 # Everything derived from raw events, children first: what replay empties before rebuilding.
 DERIVED_TABLES = (
-    snapshot_lineage, column_lineage, job_io, run_states, dataset_versions, dataset_fields, runs, jobs, datasets, namespaces,
+    snapshot_lineage,
+    column_lineage,
+    job_io,
+    run_states,
+    dataset_versions,
+    dataset_fields,
+    runs,
+    jobs,
+    datasets,
+    namespaces,
 )
 
 
 class StoreUnavailable(RuntimeError):
     """The database cannot be reached or opened."""
+
+
+class StoreBusy(StoreUnavailable):
+    """Another process writes this SQLite store (SQLite has one writer)."""
 
 
 def engine_for(url: str) -> Engine:
@@ -59,18 +76,55 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
 class Store:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+        # SQLite: one writing process (lock file), one writing thread in it.
+        self._writer_lock = WriterLock(Path(database)) if database and database != ":memory:" else None
+        self._write_mutex = threading.Lock()
+
+    def claim_writer(self) -> None:
+        """Be this SQLite store's one writer until `dispose`, or raise StoreBusy at once (writer
+        commands call this on start). Nothing to claim on PostgreSQL, which has many writers."""
+        if self._writer_lock is not None and not self._writer_lock.held:
+            self._acquire(wait_seconds=0.0)
+
+    def _acquire(self, wait_seconds: float) -> None:
+        assert self._writer_lock is not None
+        try:
+            self._writer_lock.acquire(wait_seconds)
+        except LockHeld as held:
+            raise StoreBusy(
+                f"the SQLite store {self.url} is being written by another process (pid {held.holder}); "
+                "SQLite has one writer: stop that process first, or use PostgreSQL for several"
+            ) from None
+
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """One write transaction; on SQLite the only one at a time (waiting up to 30 s for
+        another process's transaction unless this store claimed the writer lock)."""
+        with self._write_mutex:
+            lock = self._writer_lock
+            per_transaction = lock is not None and not lock.held
+            if per_transaction:
+                self._acquire(wait_seconds=30.0)
+            try:
+                with self.engine.begin() as connection:
+                    yield connection
+            finally:
+                if per_transaction and lock is not None:
+                    lock.release()
 
     @property
     def url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
-    def migrate(self) -> list[int]:
+    def migrate(self) -> list[str]:
+        """Upgrade the schema to the newest revision; the revisions applied."""
         return migrations.migrate(self.engine)
 
     def write(self, batch: Sequence[EventRows]) -> int:
         """Store a batch of events and everything derived from them in one transaction; the
         number of events not seen before."""
-        with self.engine.begin() as connection:
+        with self.writing() as connection:
             return write_batch(connection, batch)
 
     def raw_event_count(self) -> int:
@@ -99,7 +153,7 @@ class Store:
     def clear_derived(self) -> tags.TagAssignments:
         """Empty everything derived from the raw events (for replay); the tag assignments that
         go with it are returned, for `restore_tags` once the rows exist again."""
-        with self.engine.begin() as connection:
+        with self.writing() as connection:
             saved = tags.saved_assignments(connection)
             connection.execute(update(jobs).values(latest_run_id=None, parent_job_id=None))
             for table in DERIVED_TABLES:
@@ -107,16 +161,16 @@ class Store:
         return saved
 
     def restore_tags(self, saved: tags.TagAssignments) -> None:
-        with self.engine.begin() as connection:
+        with self.writing() as connection:
             tags.restore_assignments(connection, saved)
 
     def rebuild(self, batch: Sequence[EventRows]) -> None:
-        with self.engine.begin() as connection:
+        with self.writing() as connection:
             write_batch(connection, batch, store_raw=False)
 
     def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
         """Forget which datasets the job read and wrote (and its column lineage); rows removed."""
-        with self.engine.begin() as connection:
+        with self.writing() as connection:
             job_id_list = self._job_ids(connection, job_name, namespace)
             removed = connection.execute(delete(job_io).where(job_io.c.job_id.in_(job_id_list))).rowcount
             removed += connection.execute(delete(column_lineage).where(column_lineage.c.job_id.in_(job_id_list))).rowcount
@@ -124,7 +178,7 @@ class Store:
 
     def delete_data_lineage(self, job_name: str, namespace: str | None = None) -> int:
         """Forget the snapshots the job's runs consumed and produced; rows removed."""
-        with self.engine.begin() as connection:
+        with self.writing() as connection:
             job_id_list = self._job_ids(connection, job_name, namespace)
             return connection.execute(delete(snapshot_lineage).where(snapshot_lineage.c.job_id.in_(job_id_list))).rowcount
 
@@ -140,13 +194,13 @@ class Store:
         which was not seen within `retire_after`; the names of the jobs retired."""
         now = now or datetime.now(timezone.utc)
         cutoff = now - retire_after
-        with self.engine.begin() as connection:
+        with self.writing() as connection:
             candidates = connection.execute(
                 select(jobs.c.id, jobs.c.name, jobs.c.last_seen)
                 .join(runs, runs.c.id == jobs.c.latest_run_id)
                 .where(jobs.c.lineage_retired_at.is_(None), runs.c.state.in_(sorted(TERMINAL_STATES)))
             ).all()
-            stale = [row for row in candidates if utc(row.last_seen) < cutoff]
+            stale = [row for row in candidates if row.last_seen < cutoff]
             if not stale:
                 return []
             stale_ids = [row.id for row in stale]
@@ -157,6 +211,8 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self._writer_lock is not None:
+            self._writer_lock.release()
 
 
 def open_store(url: str, *, migrate: bool = True) -> Store:
@@ -171,5 +227,7 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
                 pass
     except OperationalError as error:
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        raise StoreUnavailable(f"cannot open the lineage store {make_url(url).render_as_string(hide_password=True)}: {reason}") from None
+        raise StoreUnavailable(
+            f"cannot open the lineage store {make_url(url).render_as_string(hide_password=True)}: {reason}"
+        ) from None
     return store

@@ -1,7 +1,7 @@
 """Tag writes (Marquez's tag routes): the only writes that do not come from ingested events.
 
-Each function runs in its own transaction and raises `TagTargetMissing` naming what it could not
-find; the API answers that with 404 and then reads the updated job or dataset back. Since replay
+Each function runs in its own transaction and raises `NotFound` (consumer.store.lookup) naming what it
+could not find; the API answers that with 404 and then reads the updated job or dataset back. Since replay
 rebuilds jobs, datasets and fields from the raw events, it keeps the tag assignments by name
 (`saved_assignments`) and puts them back afterwards (`restore_assignments`).
 """
@@ -16,11 +16,7 @@ import attrs
 from sqlalchemy import Connection, Table, select
 
 from consumer.store import schema as s
-from consumer.store.lookup import dataset_row_id, job_row_id
-
-
-class TagTargetMissing(LookupError):
-    """The tag, job, dataset or field named does not exist."""
+from consumer.store.lookup import dataset_row_id, existing_dataset_id, existing_job_id, job_row_id, present
 
 
 def _now() -> datetime:
@@ -45,29 +41,30 @@ def put_tag(store: Any, name: str, description: str | None) -> dict[str, Any]:
 def delete_tag(store: Any, name: str) -> dict[str, Any]:
     """Remove the tag everywhere (jobs, datasets, fields), then the tag itself; the deleted tag."""
     with store.engine.begin() as conn:
-        row = conn.execute(select(s.tags).where(s.tags.c.name == name)).first()
-        if row is None:
-            raise TagTargetMissing(f"tag '{name}' not found")
+        row = present(conn.execute(select(s.tags).where(s.tags.c.name == name)).first(), f"tag '{name}' not found")
         conn.execute(s.job_tags.delete().where(s.job_tags.c.tag_id == row.id))
         conn.execute(s.dataset_tags.delete().where(s.dataset_tags.c.tag_id == row.id))
         fields = select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(s.dataset_fields.c.tags.is_not(None))
         for field_id, tags in conn.execute(fields).all():
             names = _names(tags)
             if name in names:
-                conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == field_id)
-                             .values(tags=[t for t in names if t != name]))
+                conn.execute(
+                    s.dataset_fields.update()
+                    .where(s.dataset_fields.c.id == field_id)
+                    .values(tags=[t for t in names if t != name])
+                )
         conn.execute(s.tags.delete().where(s.tags.c.id == row.id))
     return {"name": row.name, "description": row.description}
 
 
 def tag_job(store: Any, namespace: str, job: str, tag: str, *, add: bool) -> None:
     with store.engine.begin() as conn:
-        _set_link(conn, s.job_tags, "job_id", _job_id(conn, namespace, job), tag, add)
+        _set_link(conn, s.job_tags, "job_id", existing_job_id(conn, namespace, job), tag, add)
 
 
 def tag_dataset(store: Any, namespace: str, dataset: str, tag: str, *, add: bool) -> None:
     with store.engine.begin() as conn:
-        _set_link(conn, s.dataset_tags, "dataset_id", _dataset_id(conn, namespace, dataset), tag, add)
+        _set_link(conn, s.dataset_tags, "dataset_id", existing_dataset_id(conn, namespace, dataset), tag, add)
 
 
 def tag_field(store: Any, namespace: str, dataset: str, field: str, tag: str, *, add: bool) -> None:
@@ -75,32 +72,20 @@ def tag_field(store: Any, namespace: str, dataset: str, field: str, tag: str, *,
     The row's `updated_at` stays the event time of its schema, so a later schema still replaces the
     type and description, and ingestion keeps these tags when the schema carries none."""
     with store.engine.begin() as conn:
-        row = conn.execute(
-            select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(
-                s.dataset_fields.c.dataset_id == _dataset_id(conn, namespace, dataset), s.dataset_fields.c.name == field
-            )
-        ).first()
-        if row is None:
-            raise TagTargetMissing(f"field '{field}' not found in dataset '{dataset}' of namespace '{namespace}'")
+        row = present(
+            conn.execute(
+                select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(
+                    s.dataset_fields.c.dataset_id == existing_dataset_id(conn, namespace, dataset),
+                    s.dataset_fields.c.name == field,
+                )
+            ).first(),
+            f"field '{field}' not found in dataset '{dataset}' of namespace '{namespace}'",
+        )
         names = [t for t in _names(row.tags) if t != tag]
         if add:
             _tag_id(conn, tag)
             names = sorted([*names, tag])
         conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=names))
-
-
-def _job_id(conn: Connection, namespace: str, name: str) -> int:
-    found = job_row_id(conn, namespace, name)
-    if found is None:
-        raise TagTargetMissing(f"job '{name}' not found in namespace '{namespace}'")
-    return found
-
-
-def _dataset_id(conn: Connection, namespace: str, name: str) -> int:
-    found = dataset_row_id(conn, namespace, name)
-    if found is None:
-        raise TagTargetMissing(f"dataset '{name}' not found in namespace '{namespace}'")
-    return found
 
 
 def _tag_id(conn: Connection, name: str) -> int:
@@ -120,9 +105,9 @@ def _set_link(conn: Connection, link: Table, owner_column: str, owner: int, tag:
         if exists is None:
             conn.execute(link.insert().values({owner_column: owner, "tag_id": tag_id, "tagged_at": _now()}))
         return
-    tag_id = conn.execute(select(s.tags.c.id).where(s.tags.c.name == tag)).scalar()
-    if tag_id is not None:
-        conn.execute(link.delete().where(link.c[owner_column] == owner, link.c.tag_id == tag_id))
+    known_tag_id = conn.execute(select(s.tags.c.id).where(s.tags.c.name == tag)).scalar()
+    if known_tag_id is not None:
+        conn.execute(link.delete().where(link.c[owner_column] == owner, link.c.tag_id == known_tag_id))
 
 
 @attrs.frozen
@@ -136,10 +121,10 @@ class TagAssignments:
 
 def saved_assignments(conn: Connection) -> TagAssignments:
     def linked(link: Table, target: Table, column: str) -> tuple[tuple[str, str, str], ...]:
-        query = (
-            select(s.namespaces.c.name, target.c.name, s.tags.c.name)
-            .select_from(link.join(target, target.c.id == link.c[column]).join(s.tags, s.tags.c.id == link.c.tag_id)
-                         .join(s.namespaces, s.namespaces.c.id == target.c.namespace_id))
+        query = select(s.namespaces.c.name, target.c.name, s.tags.c.name).select_from(
+            link.join(target, target.c.id == link.c[column])
+            .join(s.tags, s.tags.c.id == link.c.tag_id)
+            .join(s.namespaces, s.namespaces.c.id == target.c.namespace_id)
         )
         return tuple(tuple(row) for row in conn.execute(query))
 
@@ -169,10 +154,15 @@ def restore_assignments(conn: Connection, saved: TagAssignments) -> None:
             _set_link(conn, s.dataset_tags, "dataset_id", found, tag, True)
     for namespace, dataset, field, names in saved.fields:
         dataset_id = dataset_row_id(conn, namespace, dataset)
-        row = None if dataset_id is None else conn.execute(
-            select(s.dataset_fields.c.id, s.dataset_fields.c.tags)
-            .where(s.dataset_fields.c.dataset_id == dataset_id, s.dataset_fields.c.name == field)
-        ).first()
+        row = (
+            None
+            if dataset_id is None
+            else conn.execute(
+                select(s.dataset_fields.c.id, s.dataset_fields.c.tags).where(
+                    s.dataset_fields.c.dataset_id == dataset_id, s.dataset_fields.c.name == field
+                )
+            ).first()
+        )
         if row is not None:
             merged = sorted({*_names(row.tags), *names})
             conn.execute(s.dataset_fields.update().where(s.dataset_fields.c.id == row.id).values(tags=merged))

@@ -4,9 +4,10 @@ path, and dump the derived stores by natural keys (ids differ between databases 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sqlalchemy import text
 
@@ -70,3 +71,16 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "isoformat"):
         return value.isoformat() if value.tzinfo is None else value.astimezone(timezone.utc).replace(tzinfo=None).isoformat()
     return value
+
+
+def metric_value(exposition: str, name: str, **labels: str) -> float | None:
+    """One sample of a Prometheus text exposition (labels in any order), None when absent."""
+    for line in exposition.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        sample, _, value = line.rpartition(" ")
+        sample_name, _, label_text = sample.partition("{")
+        found = dict(pair.split("=", 1) for pair in label_text.rstrip("}").split(",") if pair)
+        if sample_name == name and {key: text.strip('"') for key, text in found.items()} == labels:
+            return float(value)
+    return None

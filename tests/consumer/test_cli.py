@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,17 +15,23 @@ import httpx
 import pytest
 from kafka import KafkaProducer
 
-from tests.support.events import batch_write, table, with_column_lineage
 from tests.consumer.helpers import dump, write_events
 from tests.support.broker import free_port, unique_topic
+from tests.support.events import batch_write, table, with_column_lineage
 from tests.support.paths import PROJECT_ROOT
 
 WAIT_LIMIT_SECONDS = 60.0
 
 
 def _consumer(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "consumer", *args], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "consumer", *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 def _events() -> list[dict]:
@@ -48,28 +55,8 @@ def test_missing_broker_is_one_line_and_a_nonzero_exit(sqlite_url):
 def test_migrate_is_versioned_and_idempotent(store_url):
     first = _consumer("migrate", "--store", store_url)
     second = _consumer("migrate", env={"LINEAGE_STORE_URL": store_url})
-    assert first.stdout.strip() == "schema at version 2 (applied 1, 2)"
-    assert second.stdout.strip() == "schema at version 2 (nothing to apply)"
-
-
-def test_migrate_upgrades_a_version_1_store(store_url):
-    from sqlalchemy import create_engine, inspect
-
-    from consumer.store.migrations import MIGRATIONS, migrate
-
-    engine = create_engine(store_url)
-    try:
-        with engine.begin() as connection:  # a store as version 1 left it: without the run index
-            MIGRATIONS[0][2](connection)
-            connection.exec_driver_sql("DROP INDEX ix_dataset_versions_run")
-            connection.exec_driver_sql(
-                "INSERT INTO schema_version (version, description, applied_at) VALUES (1, 'v1', CURRENT_TIMESTAMP)"
-            )
-        assert migrate(engine) == [2]
-        indexes = {index["name"] for index in inspect(engine).get_indexes("dataset_versions")}
-        assert "ix_dataset_versions_run" in indexes
-    finally:
-        engine.dispose()
+    assert first.stdout.strip() == "schema at revision 0004 (applied 0001, 0002, 0003, 0004)"
+    assert second.stdout.strip() == "schema at revision 0004 (nothing to apply)"
 
 
 def test_replay_rebuilds_the_same_stores_with_a_progress_bar(store, store_url):
@@ -78,6 +65,7 @@ def test_replay_rebuilds_the_same_stores_with_a_progress_bar(store, store_url):
     result = _consumer("replay", "--store", store_url)
     assert result.returncode == 0, result.stderr
     assert "replay [" in result.stderr and "100% 2/2" in result.stderr
+    assert re.search(r"100% 2/2 \d+ events/s", result.stderr) and "events/s)" in result.stdout
     assert dump(store) == before
 
 
@@ -91,9 +79,11 @@ def test_replay_keeps_the_tags_set_through_the_api(store, store_url):
     tags.tag_field(store, output["namespace"], output["name"], "id", "PII", add=True)
     with store.engine.connect() as connection:
         tagged = tags.saved_assignments(connection)
-    assert tagged == tags.TagAssignments(jobs=(("spark", "app.insert_into.o", "NIGHTLY"),),
-                                         datasets=((output["namespace"], output["name"], "GOLD"),),
-                                         fields=((output["namespace"], output["name"], "id", ("PII",)),))
+    assert tagged == tags.TagAssignments(
+        jobs=(("spark", "app.insert_into.o", "NIGHTLY"),),
+        datasets=((output["namespace"], output["name"], "GOLD"),),
+        fields=((output["namespace"], output["name"], "id", ("PII",)),),
+    )
     before = dump(store)
     result = _consumer("replay", "--store", store_url)
     assert result.returncode == 0, result.stderr
@@ -121,17 +111,43 @@ def test_serve_ingests_from_kafka_and_over_http(sqlite_url, kafka_bootstrap):
     producer.flush()
     producer.close()
     process = subprocess.Popen(
-        [sys.executable, "-m", "consumer", "serve", "--store", sqlite_url, "--bootstrap-servers", kafka_bootstrap,
-         "--topic", topic, "--group", f"g-{uuid.uuid4().hex[:6]}", "--port", str(port), "--host", "127.0.0.1",
-         "--session-timeout-ms", "3000", "--max-poll-interval-ms", "3000"],
-        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "consumer",
+            "serve",
+            "--store",
+            sqlite_url,
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            f"g-{uuid.uuid4().hex[:6]}",
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            "--session-timeout-ms",
+            "3000",
+            "--max-poll-interval-ms",
+            "3000",
+        ],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         base = f"http://127.0.0.1:{port}/api/v1"
         runs = _wait_for(lambda: httpx.get(f"{base}/namespaces/spark/jobs/app.insert_into.o/runs").json()["runs"])
         posted = httpx.post(f"{base}/lineage", json=complete)
-        final = _wait_for(lambda: [r for r in httpx.get(f"{base}/namespaces/spark/jobs/app.insert_into.o/runs").json()["runs"]
-                                   if r["state"] == "COMPLETED"])
+        final = _wait_for(
+            lambda: [
+                r
+                for r in httpx.get(f"{base}/namespaces/spark/jobs/app.insert_into.o/runs").json()["runs"]
+                if r["state"] == "COMPLETED"
+            ]
+        )
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)

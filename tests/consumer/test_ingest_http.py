@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import uuid
-
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text

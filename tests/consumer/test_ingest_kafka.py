@@ -12,11 +12,10 @@ from kafka import KafkaProducer
 from sqlalchemy import text
 
 from consumer.ingest import OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER, Ingestor
-from consumer.kafka_io import EventSource
-from consumer.kafka_io import DeadLetters
-from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
+from consumer.kafka_io import DeadLetters, EventSource
 from tests.consumer.helpers import dump
 from tests.support.broker import read_topic, unique_topic
+from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
 
 pytestmark = pytest.mark.kafka
 
@@ -43,6 +42,7 @@ def _ingest_all(store, bootstrap: str, topic: str, expected: int, *, group: str 
         while ingestor.stats.records < expected and time.monotonic() < deadline:
             ingestor.run_once()
     finally:
+        ingestor.close()
         source.close()
         dead_letters.close()
     return ingestor
@@ -50,17 +50,27 @@ def _ingest_all(store, bootstrap: str, topic: str, expected: int, *, group: str 
 
 def _spark_events() -> list[dict]:
     orders = table("raw", "orders", ["id", "amount"], snapshot="orders-v1")
-    enriched = with_column_lineage(table("mart", "enriched", ["order_id", "amount"], snapshot="enriched-v1"),
-                                   {"order_id": [(orders, "id")], "amount": [(orders, "amount")]},
-                                   indirect=[(orders, "id", "FILTER")])
+    enriched = with_column_lineage(
+        table("mart", "enriched", ["order_id", "amount"], snapshot="enriched-v1"),
+        {"order_id": [(orders, "id")], "amount": [(orders, "amount")]},
+        indirect=[(orders, "id", "FILTER")],
+    )
     stream_source = {"namespace": "kafka://127.0.0.1:9092", "name": "clicks"}
     sink = table("mart", "clicks", ["user"], snapshot="sink-3", kind="sink-batch", batch_id=3)
     stream_run = str(uuid.uuid4())
     micro_batch = {"batchId": 3, "queryId": str(uuid.uuid4()), "runId": stream_run, "numInputRows": 10}
     return batch_write("app.insert_into.enriched", [orders], enriched) + [
         run_event("START", "app.stream.clicks", [stream_source], [sink], run_id=stream_run, at=BASE_TIME, streaming=True),
-        run_event("RUNNING", "app.stream.clicks", [stream_source], [sink], run_id=stream_run,
-                  at=BASE_TIME + timedelta(seconds=30), streaming=True, micro_batch=micro_batch),
+        run_event(
+            "RUNNING",
+            "app.stream.clicks",
+            [stream_source],
+            [sink],
+            run_id=stream_run,
+            at=BASE_TIME + timedelta(seconds=30),
+            streaming=True,
+            micro_batch=micro_batch,
+        ),
     ]
 
 
@@ -77,19 +87,26 @@ def test_events_from_the_topic_land_in_all_three_stores(store, kafka_bootstrap):
     ingestor = _ingest_all(store, kafka_bootstrap, topic, len(events))
 
     assert ingestor.stats.stored == len(events) and ingestor.stats.dead_lettered == 0
-    assert _rows(store, "SELECT job, \"table\" FROM sink_job_lineage") == [
-        ("app.insert_into.enriched", "enriched"), ("app.stream.clicks", "clicks")]
+    assert _rows(store, 'SELECT job, "table" FROM sink_job_lineage') == [
+        ("app.insert_into.enriched", "enriched"),
+        ("app.stream.clicks", "clicks"),
+    ]
     assert _rows(store, "SELECT count(*) FROM column_lineage") == [(3,)]
-    assert _rows(store, "SELECT job, barrier_id, \"table\", snapshot_id FROM sink_snapshot_lineage") == [
-        ("app.insert_into.enriched", 1, "enriched", "enriched-v1"), ("app.stream.clicks", 3, "clicks", "sink-3")]
+    assert _rows(store, 'SELECT job, barrier_id, "table", snapshot_id FROM sink_snapshot_lineage') == [
+        ("app.insert_into.enriched", 1, "enriched", "enriched-v1"),
+        ("app.stream.clicks", 3, "clicks", "sink-3"),
+    ]
 
 
 def test_poison_messages_go_to_the_dead_letter_topic_and_later_events_are_stored(store, kafka_bootstrap):
     topic = unique_topic("events", kafka_bootstrap)
     good_first, good_last = batch_write("app.insert_into.t", [table("raw", "a", ["x"])], table("mart", "t", ["x"]))
     invalid = {**good_first, "run": {"runId": "42"}}
-    _produce(kafka_bootstrap, topic, [json.dumps(good_first).encode(), b"\x00not json", json.dumps(invalid).encode(),
-                                      json.dumps(good_last).encode()])
+    _produce(
+        kafka_bootstrap,
+        topic,
+        [json.dumps(good_first).encode(), b"\x00not json", json.dumps(invalid).encode(), json.dumps(good_last).encode()],
+    )
 
     ingestor = _ingest_all(store, kafka_bootstrap, topic, 4)
     dead = read_topic(kafka_bootstrap, f"{topic}.dlq", expected=2)
@@ -129,8 +146,15 @@ def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_boo
     producer.flush()
     producer.close()
     group = f"g-{uuid.uuid4().hex[:8]}"
-    members = [Ingestor(sqlite_store, EventSource(kafka_bootstrap, topic, group, **GROUP_TIMEOUTS),
-                        DeadLetters(kafka_bootstrap, f"{topic}.dlq"), poll_timeout_ms=300) for _ in range(2)]
+    members = [
+        Ingestor(
+            sqlite_store,
+            EventSource(kafka_bootstrap, topic, group, **GROUP_TIMEOUTS),
+            DeadLetters(kafka_bootstrap, f"{topic}.dlq"),
+            poll_timeout_ms=300,
+        )
+        for _ in range(2)
+    ]
     deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
     try:
         while sum(m.stats.stored for m in members) < len(events) and time.monotonic() < deadline:
@@ -138,6 +162,7 @@ def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_boo
                 member.run_once()
     finally:
         for member in members:
+            member.close()
             member.source.close()
             member.dead_letters.close()
 
@@ -145,7 +170,7 @@ def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_boo
     assert all(m.stats.records > 0 for m in members)
 
 
-EMITTED_PIPELINE = '''
+EMITTED_PIPELINE = """
 import sys
 from pyspark.sql import functions as F
 base = sys.argv[1]
@@ -153,7 +178,7 @@ spark.createDataFrame([(1, "FR", 2.0), (2, "NO", 0.0), (3, "FR", 5.0)], "id long
     .write.mode("overwrite").parquet(f"{base}/src")
 spark.read.parquet(f"{base}/src").where("amount > 0") \\
     .select("id", "country", (F.col("amount") * 100).alias("cents")).write.mode("overwrite").parquet(f"{base}/silver")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -176,8 +201,14 @@ def emitted_to_kafka(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFact
         OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS=kafka_bootstrap,
         OPENLINEAGE__TRANSPORT__SPOOLDIR=str(tmp / "spool"),
     )
-    result = subprocess.run([sys.executable, "-m", "emitter", "run", str(script), str(tmp / "data")],
-                            cwd=tmp, env=env, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "emitter", "run", str(script), str(tmp / "data")],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     published = len(read_topic(kafka_bootstrap, topic, expected=None, timeout_seconds=30))
     return topic, published, str(tmp / "data")
@@ -193,10 +224,13 @@ def test_real_emitter_events_from_kafka_land_in_all_three_stores(store, kafka_bo
     table_lineage = _rows(store, "SELECT d.name, j.direction FROM job_io j JOIN datasets d ON d.id = j.dataset_id")
     assert (src, "input") in table_lineage and (silver, "output") in table_lineage and (src, "output") in table_lineage
 
-    column_edges = _rows(store, """
+    column_edges = _rows(
+        store,
+        """
         SELECT o.name, i.name, cl.transformation_type, cl.transformation_subtype, cl.transformation_description
         FROM column_lineage cl JOIN dataset_fields o ON o.id = cl.output_field_id
-        JOIN dataset_fields i ON i.id = cl.input_field_id""")
+        JOIN dataset_fields i ON i.id = cl.input_field_id""",
+    )
     assert ("cents", "amount", "DIRECT", "TRANSFORMATION", "(amount * 100.0)") in column_edges
     assert any(edge[:4] == ("id", "id", "DIRECT", "IDENTITY") for edge in column_edges)
 

@@ -5,16 +5,17 @@ the event source is an in-memory implementation of the Source port."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import attrs
 import pytest
 from sqlalchemy import create_engine, text
 
-from consumer.ingest import Ingestor
+from consumer.ingest import Ingestor, SourceState
 from consumer.store import open_store
-from tests.support.events import batch_write, table
 from tests.support.databases import POSTGRES_ADMIN_URL
+from tests.support.events import batch_write, table
 
 
 @attrs.define
@@ -32,7 +33,7 @@ class ListSource:
     committed: int = 0
 
     def poll(self, timeout_ms: int) -> list[Record]:
-        batch = self.records[self.position:self.position + 2]
+        batch = self.records[self.position : self.position + 2]
         self.position += len(batch)
         return batch
 
@@ -43,10 +44,17 @@ class ListSource:
     def rewind(self, first_offsets: dict[tuple[str, int], int]) -> None:
         self.position = first_offsets[("events", 0)]
 
+    def on_revoke(self, callback) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def state(self) -> SourceState:
+        return SourceState(assigned=(("events", 0),))
+
 
 @attrs.define
 class ListDeadLetters:
     sent: list[tuple[bytes | None, list]] = attrs.Factory(list)
+    max_value_bytes: int = 1000
 
     def send(self, value, headers, key=None) -> None:  # type: ignore[no-untyped-def]
         self.sent.append((value, headers))
@@ -83,12 +91,15 @@ def test_a_batch_is_retried_after_a_database_outage_not_lost(outage_database):
     dead_letters = ListDeadLetters()
     ingestor = Ingestor(store, source, dead_letters, retry_backoff_seconds=0)
 
-    ingestor.run_once()
+    ingestor.run_once()  # batch 1 handed to the store thread
+    ingestor.finish_in_flight()
     _set_reachable(admin, name, False)
-    ingestor.run_once()
+    ingestor.run_once()  # batch 2 fails in the store...
+    ingestor.run_once()  # ...so the next poll is dropped and the source rewound to batch 2
     during_outage = (source.committed, source.position, ingestor.stats.stored)
     _set_reachable(admin, name, True)
     ingestor.run_once()
+    ingestor.close()
     store.dispose()
 
     assert during_outage == (2, 2, 2)
@@ -103,7 +114,54 @@ def test_the_ingest_loop_sweeps_stale_finished_jobs(sqlite_store):
     ingestor = Ingestor(sqlite_store, source, ListDeadLetters(), retire_after=timedelta(days=1), sweep_every_seconds=0)
 
     ingestor.run_once()
+    ingestor.close()
 
     with sqlite_store.engine.connect() as connection:
         assert connection.execute(text("SELECT count(*) FROM job_io")).scalar_one() == 0
         assert connection.execute(text("SELECT lineage_retired_at IS NOT NULL FROM jobs")).scalar_one() == 1
+
+
+@attrs.define
+class SlowStore:
+    """The real store, with each transaction held open a little longer and watched."""
+
+    store: object
+    writes: int = 0
+
+    def write(self, batch):  # type: ignore[no-untyped-def]
+        time.sleep(0.2)
+        stored = self.store.write(batch)  # type: ignore[attr-defined]
+        self.writes += 1
+        return stored
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.store, name)
+
+
+def test_the_next_batch_is_prepared_while_the_previous_one_is_stored_and_commits_follow_the_stores(sqlite_store):
+    events = [e for i in range(5) for e in batch_write(f"job{i}", [table("raw", "a", ["x"])], table("mart", f"t{i}", ["x"]))]
+    slow = SlowStore(sqlite_store)
+    writes_done_at_poll: list[int] = []
+    commits: list[tuple[int, int]] = []  # (next offset committed, raw events stored by then)
+
+    class WatchedSource(ListSource):
+        def poll(self, timeout_ms: int) -> list[Record]:
+            writes_done_at_poll.append(slow.writes)
+            return super().poll(timeout_ms)
+
+        def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool:
+            with sqlite_store.engine.connect() as connection:
+                stored = connection.execute(text("SELECT count(*) FROM lineage_events")).scalar_one()
+            commits.append((next_offsets[("events", 0)], stored))
+            return super().commit(next_offsets)
+
+    source = WatchedSource([Record("events", 0, offset, json.dumps(e).encode()) for offset, e in enumerate(events)])
+    ingestor = Ingestor(slow, source, ListDeadLetters())  # type: ignore[arg-type]
+    while ingestor.stats.records < len(events):
+        ingestor.run_once()
+    ingestor.close()
+
+    # Batch k+1 (k = 1..5) is polled, then prepared, before batch k's write finished: one batch ahead.
+    assert writes_done_at_poll == [0, 0, 1, 2, 3, 4]
+    assert [offset for offset, _ in commits] == [2, 4, 6, 8, 10]  # in order, one per batch
+    assert all(stored >= offset for offset, stored in commits)  # never ahead of what is stored

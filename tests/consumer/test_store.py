@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from sqlalchemy import text
 
+from tests.consumer.helpers import dump, write_events
 from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
-from tests.consumer.helpers import dump, load_events, write_events
+from tests.support.paths import third_party_events
 
 
 def _rows(store, query: str) -> list[tuple]:
@@ -31,9 +32,8 @@ def _paimon(store, query: str) -> list[tuple]:
     return _rows(store, query)
 
 
-def test_every_shared_sample_ingests_and_reingesting_changes_nothing(store, shared_dir):
-    paths = sorted((shared_dir / "openlineage-samples").glob("*.json")) + [shared_dir / "marquez" / "metadata.json"]
-    events = [event for path in paths for event in load_events(path)]
+def test_every_third_party_sample_ingests_and_reingesting_changes_nothing(store):
+    events = third_party_events()
 
     stored = write_events(store, events)
     before = dump(store)
@@ -42,9 +42,12 @@ def test_every_shared_sample_ingests_and_reingesting_changes_nothing(store, shar
     assert stored == len({repr(sorted(e.items())) for e in events}) and stored > 100
     assert again == 0
     assert dump(store) == before
-    marquez_outputs = _rows(store, "SELECT count(DISTINCT output_dataset_id) FROM column_lineage c "
-                                   "JOIN datasets d ON d.id = c.output_dataset_id JOIN namespaces n ON n.id = d.namespace_id "
-                                   "WHERE n.name = 'food_delivery'")
+    marquez_outputs = _rows(
+        store,
+        "SELECT count(DISTINCT output_dataset_id) FROM column_lineage c "
+        "JOIN datasets d ON d.id = c.output_dataset_id JOIN namespaces n ON n.id = d.namespace_id "
+        "WHERE n.name = 'food_delivery'",
+    )
     assert marquez_outputs == [(5,)]
 
 
@@ -63,36 +66,54 @@ def _pipeline(run_a: str, run_b: str) -> list[dict]:
     )
     enriched_input = {**enriched, "facets": {k: v for k, v in enriched["facets"].items() if k != "columnLineage"}}
     return batch_write("app.insert_into.enriched", [orders, customers], enriched, run_id=run_a) + batch_write(
-        "app.insert_into.daily", [enriched_input], daily, run_id=run_b, start=BASE_TIME + timedelta(minutes=1))
+        "app.insert_into.daily", [enriched_input], daily, run_id=run_b, start=BASE_TIME + timedelta(minutes=1)
+    )
 
 
 def test_batch_writes_land_in_table_column_and_data_lineage(store):
     run_a, run_b = str(uuid.uuid4()), str(uuid.uuid4())
     write_events(store, _pipeline(run_a, run_b))
 
-    assert _rows(store, "SELECT j.name, d.table_name, io.direction FROM job_io io JOIN jobs j ON j.id = io.job_id "
-                        "JOIN datasets d ON d.id = io.dataset_id") == [
-        ("app.insert_into.daily", "daily", "output"), ("app.insert_into.daily", "enriched", "input"),
-        ("app.insert_into.enriched", "customers", "input"), ("app.insert_into.enriched", "enriched", "output"),
+    assert _rows(
+        store,
+        "SELECT j.name, d.table_name, io.direction FROM job_io io JOIN jobs j ON j.id = io.job_id "
+        "JOIN datasets d ON d.id = io.dataset_id",
+    ) == [
+        ("app.insert_into.daily", "daily", "output"),
+        ("app.insert_into.daily", "enriched", "input"),
+        ("app.insert_into.enriched", "customers", "input"),
+        ("app.insert_into.enriched", "enriched", "output"),
         ("app.insert_into.enriched", "orders", "input"),
     ]
-    assert _rows(store, "SELECT od.table_name, ofl.name, idd.table_name, ifl.name, c.transformation_type, c.transformation_subtype "
-                        "FROM column_lineage c JOIN datasets od ON od.id = c.output_dataset_id "
-                        "LEFT JOIN dataset_fields ofl ON ofl.id = c.output_field_id "
-                        "JOIN datasets idd ON idd.id = c.input_dataset_id JOIN dataset_fields ifl ON ifl.id = c.input_field_id "
-                        "WHERE od.table_name = 'enriched'") == _sorted([
-        ("enriched", "amount", "orders", "amount", "DIRECT", "IDENTITY"),
-        ("enriched", "name", "customers", "name", "DIRECT", "IDENTITY"),
-        ("enriched", "order_id", "orders", "id", "DIRECT", "IDENTITY"),
-        ("enriched", None, "orders", "customer_id", "INDIRECT", "JOIN"),
-        ("enriched", None, "customers", "id", "INDIRECT", "JOIN"),
-    ])
-    assert _rows(store, "SELECT r.uuid, s.barrier_id, d.table_name, s.direction, s.snapshot_id FROM snapshot_lineage s "
-                        "JOIN runs r ON r.id = s.run_id JOIN datasets d ON d.id = s.dataset_id") == _sorted([
-        (run_a, 1, "orders", "input", "orders-v1"), (run_a, 1, "customers", "input", "customers-v7"),
-        (run_a, 1, "enriched", "output", "enriched-v1"),
-        (run_b, 1, "enriched", "input", "enriched-v1"), (run_b, 1, "daily", "output", "daily-v1"),
-    ])
+    assert _rows(
+        store,
+        "SELECT od.table_name, ofl.name, idd.table_name, ifl.name, c.transformation_type, c.transformation_subtype "
+        "FROM column_lineage c JOIN datasets od ON od.id = c.output_dataset_id "
+        "LEFT JOIN dataset_fields ofl ON ofl.id = c.output_field_id "
+        "JOIN datasets idd ON idd.id = c.input_dataset_id JOIN dataset_fields ifl ON ifl.id = c.input_field_id "
+        "WHERE od.table_name = 'enriched'",
+    ) == _sorted(
+        [
+            ("enriched", "amount", "orders", "amount", "DIRECT", "IDENTITY"),
+            ("enriched", "name", "customers", "name", "DIRECT", "IDENTITY"),
+            ("enriched", "order_id", "orders", "id", "DIRECT", "IDENTITY"),
+            ("enriched", None, "orders", "customer_id", "INDIRECT", "JOIN"),
+            ("enriched", None, "customers", "id", "INDIRECT", "JOIN"),
+        ]
+    )
+    assert _rows(
+        store,
+        "SELECT r.uuid, s.barrier_id, d.table_name, s.direction, s.snapshot_id FROM snapshot_lineage s "
+        "JOIN runs r ON r.id = s.run_id JOIN datasets d ON d.id = s.dataset_id",
+    ) == _sorted(
+        [
+            (run_a, 1, "orders", "input", "orders-v1"),
+            (run_a, 1, "customers", "input", "customers-v7"),
+            (run_a, 1, "enriched", "output", "enriched-v1"),
+            (run_b, 1, "enriched", "input", "enriched-v1"),
+            (run_b, 1, "daily", "output", "daily-v1"),
+        ]
+    )
     assert _rows(store, "SELECT uuid, state FROM runs") == _sorted([(run_a, "COMPLETED"), (run_b, "COMPLETED")])
 
 
@@ -103,17 +124,29 @@ def test_paimon_proposal_queries_return_the_lineage(store):
     enriched = table("mart", "enriched", ["order_id"], snapshot="enriched-v2")
     write_events(store, batch_write("app.insert_into.enriched", [orders], enriched, start=BASE_TIME + timedelta(hours=1)))
 
-    upstream_tables = _paimon(store, """SELECT S.database, S.table FROM source_job_lineage S
-        JOIN sink_job_lineage T ON S.job=T.job where T.`database`='mart' and T.`table`='enriched'""")
-    downstream_tables = _paimon(store, """SELECT T.database, T.table FROM source_job_lineage S
-        JOIN sink_job_lineage T ON S.job=T.job where S.`database`='mart' and S.`table`='enriched'""")
-    upstream_snapshots = _paimon(store, """SELECT S.database, S.table, S.snapshot_id FROM source_snapshot_lineage S
+    upstream_tables = _paimon(
+        store,
+        """SELECT S.database, S.table FROM source_job_lineage S
+        JOIN sink_job_lineage T ON S.job=T.job where T.`database`='mart' and T.`table`='enriched'""",
+    )
+    downstream_tables = _paimon(
+        store,
+        """SELECT T.database, T.table FROM source_job_lineage S
+        JOIN sink_job_lineage T ON S.job=T.job where S.`database`='mart' and S.`table`='enriched'""",
+    )
+    upstream_snapshots = _paimon(
+        store,
+        """SELECT S.database, S.table, S.snapshot_id FROM source_snapshot_lineage S
         JOIN sink_snapshot_lineage T ON S.job=T.job AND S.barrier_id=T.barrier_id
-        where T.`database`='mart' and T.`table`='enriched' and T.snapshot_id='enriched-v2'""")
+        where T.`database`='mart' and T.`table`='enriched' and T.snapshot_id='enriched-v2'""",
+    )
     # The proposal's downstream snapshot query names the job views; the snapshot views are meant.
-    downstream_snapshots = _paimon(store, """SELECT T.database, T.table, T.snapshot_id FROM source_snapshot_lineage S
+    downstream_snapshots = _paimon(
+        store,
+        """SELECT T.database, T.table, T.snapshot_id FROM source_snapshot_lineage S
         JOIN sink_snapshot_lineage T ON S.job=T.job AND S.barrier_id=T.barrier_id
-        where S.`database`='raw' and S.`table`='orders' and S.snapshot_id='orders-v1'""")
+        where S.`database`='raw' and S.`table`='orders' and S.snapshot_id='orders-v1'""",
+    )
 
     assert upstream_tables == _sorted([("raw", "customers"), ("raw", "orders")])
     assert downstream_tables == [("mart", "daily")]
@@ -126,8 +159,11 @@ def test_column_edge_is_kept_when_the_input_schema_was_never_sent(store):
     output = with_column_lineage(table("mart", "events", ["id"]), {"id": [(source, "event_id")]})
     write_events(store, batch_write("app.insert_into.events", [source], output))
 
-    assert _rows(store, "SELECT d.name, f.name, f.from_schema FROM dataset_fields f JOIN datasets d ON d.id = f.dataset_id "
-                        "WHERE d.name = 'landing/events'") == [("landing/events", "event_id", False)]
+    assert _rows(
+        store,
+        "SELECT d.name, f.name, f.from_schema FROM dataset_fields f JOIN datasets d ON d.id = f.dataset_id "
+        "WHERE d.name = 'landing/events'",
+    ) == [("landing/events", "event_id", False)]
     assert _rows(store, "SELECT count(*) FROM column_lineage") == [(1,)]
 
 
@@ -144,8 +180,10 @@ def test_out_of_order_and_repeated_events_converge(store):
         for kind in arrival:  # one batch per event: arrival order really matters
             write_events(store, [events[kind]])
         [(state, started, ended, states)] = _rows(
-            store, f"SELECT r.state, r.started_at, r.ended_at, (SELECT count(*) FROM run_states s WHERE s.run_id = r.id) "
-                   f"FROM runs r WHERE r.uuid = '{run_id}'")
+            store,
+            f"SELECT r.state, r.started_at, r.ended_at, (SELECT count(*) FROM run_states s WHERE s.run_id = r.id) "
+            f"FROM runs r WHERE r.uuid = '{run_id}'",
+        )
         outcomes.add((state, str(started)[:19], str(ended)[:19], states))
     assert outcomes == {("COMPLETED", "2026-01-01 00:00:00", "2026-01-01 00:00:09", 3)}
 
@@ -172,8 +210,9 @@ def test_delete_table_and_data_lineage_of_a_job(store):
 
 def test_stale_finished_jobs_are_retired_and_running_ones_kept(store):
     write_events(store, _pipeline(str(uuid.uuid4()), str(uuid.uuid4())))
-    running = run_event("START", "app.stream", [table("raw", "orders", ["id"])], [], run_id=str(uuid.uuid4()),
-                        at=BASE_TIME, streaming=True)
+    running = run_event(
+        "START", "app.stream", [table("raw", "orders", ["id"])], [], run_id=str(uuid.uuid4()), at=BASE_TIME, streaming=True
+    )
     write_events(store, [running])
 
     nothing = store.retire_stale_jobs(timedelta(days=1), now=BASE_TIME + timedelta(hours=1))
@@ -190,9 +229,11 @@ def test_rebuild_from_raw_events_reproduces_the_stores(store):
 
     store.clear_derived()
     assert dump(store)["job_io"] == []
+    import json
+
     from consumer.events import validate
     from consumer.materialize import materialize
-    import json
+
     for chunk in store.raw_payloads(chunk_size=3):
         store.rebuild([materialize(validate(json.loads(payload))) for payload in chunk])
 
@@ -211,3 +252,25 @@ def test_an_event_the_database_rejects_is_isolated_and_the_rest_stored(postgres_
     assert stored == 2
     assert [tag for tag, _ in failed] == ["bad"] and "StringDataRightTruncation" in failed[0][1]
     assert _rows(postgres_store, "SELECT name FROM jobs") == [("job_a",)]
+
+
+def test_a_late_earlier_event_of_the_latest_run_renumbers_it_behind_a_new_run(store):
+    """Stored runs A (1) and R (2); then one batch brings a new run N and an earlier event of R,
+    both still after A, N first: N takes 2 and R 3, without R's old number ever being taken twice."""
+    out = table("mart", "t", ["id"])
+    run_a, run_r, run_n = (str(uuid.UUID(int=index)) for index in (1, 2, 3))
+    write_events(
+        store,
+        [
+            run_event("COMPLETE", "job", [], [out], run_id=run_a, at=BASE_TIME),
+            run_event("COMPLETE", "job", [], [out], run_id=run_r, at=BASE_TIME + timedelta(minutes=10)),
+        ],
+    )
+    write_events(
+        store,
+        [
+            run_event("START", "job", [], [out], run_id=run_r, at=BASE_TIME + timedelta(minutes=5)),
+            run_event("COMPLETE", "job", [], [out], run_id=run_n, at=BASE_TIME + timedelta(minutes=3)),
+        ],
+    )
+    assert _rows(store, "SELECT uuid, run_seq FROM runs") == [(run_a, 1), (run_r, 3), (run_n, 2)]

@@ -1,0 +1,74 @@
+"""Versioned schema migrations (Alembic): the scripts in `versions/` ship inside the package and
+run programmatically, by `open_store(..., migrate=True)` and `consumer migrate`.
+
+Stores made before Alembic kept their version in a `schema_version` table (1 or 2): they are
+stamped with the matching revision first, then upgraded like any other store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, inspect, text
+
+# schema_version.version of the stores made before Alembic -> the revision they match
+_LEGACY_REVISIONS = {1: "0001", 2: "0002"}
+# Any constant both writers agree on: concurrent `migrate`s on PostgreSQL run one after the other.
+_PG_MIGRATION_LOCK = 7_340_001
+
+
+def _config(connection: Connection) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent))
+    config.attributes["connection"] = connection
+    return config
+
+
+def head_revision() -> str:
+    head = ScriptDirectory.from_config(_config(None)).get_current_head()  # type: ignore[arg-type]
+    assert head is not None
+    return head
+
+
+def current_revision(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def migrate(engine: Engine) -> list[str]:
+    """Upgrade the store to the newest revision; the revisions applied, oldest first."""
+    with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _PG_MIGRATION_LOCK})
+            connection.commit()
+        try:
+            return _upgrade(connection)
+        finally:
+            if connection.dialect.name == "postgresql":
+                connection.rollback()
+                connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_MIGRATION_LOCK})
+                connection.commit()
+
+
+def _upgrade(connection: Connection) -> list[str]:
+    config = _config(connection)
+    _stamp_legacy(connection, config)
+    before = current_revision(connection)
+    connection.commit()
+    command.upgrade(config, "head")
+    connection.commit()
+    script = ScriptDirectory.from_config(config)
+    applied = [revision.revision for revision in script.iterate_revisions("head", before)]
+    return list(reversed(applied))
+
+
+def _stamp_legacy(connection: Connection, config: Config) -> None:
+    tables = set(inspect(connection).get_table_names())
+    if "alembic_version" in tables or "schema_version" not in tables:
+        return
+    version = connection.execute(text("SELECT max(version) FROM schema_version")).scalar()
+    if version in _LEGACY_REVISIONS:
+        command.stamp(config, _LEGACY_REVISIONS[version])
+        connection.commit()

@@ -1,0 +1,225 @@
+"""The lineage-changes topic (`--changes-topic`): a subscriber that reads it from the beginning,
+keeping the latest message per key, holds the store's table lineage, column lineage and
+finished runs, on SQLite and PostgreSQL, with a real broker and the demo pipeline's events."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from kafka import KafkaProducer
+from sqlalchemy import select
+
+from consumer.changes import PublishingStore, change_scope, changed_messages
+from consumer.cli import main as cli_main
+from consumer.ingest import Ingestor, prepare
+from consumer.kafka_io import ChangeMessages, DeadLetters, EventSource
+from consumer.store import open_store
+from consumer.store import schema as s
+from tests.support.broker import read_topic, unique_topic
+
+pytestmark = pytest.mark.kafka
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_EVENTS = ROOT / "tests" / "fixtures" / "demo_events.jsonl"
+SCHEMAS = {
+    "table_lineage_edge": "LineageChangeTableEdge.json",
+    "column_lineage_edge": "LineageChangeColumnEdge.json",
+    "snapshot_lineage": "LineageChangeSnapshot.json",
+    "run_finished": "LineageChangeRunFinished.json",
+}
+GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
+DRAIN_LIMIT_SECONDS = 90.0
+
+
+def _demo_events() -> list[bytes]:
+    return [line for line in DEMO_EVENTS.read_bytes().splitlines() if line.strip()]
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for value in values:
+        producer.send(topic, value=value)
+    producer.flush()
+    producer.close()
+
+
+def _ingest(store: PublishingStore, bootstrap: str, topic: str, expected: int) -> None:
+    source = EventSource(bootstrap, topic, f"g-{uuid.uuid4().hex[:8]}", max_records=50, **GROUP_TIMEOUTS)
+    dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
+    ingestor = Ingestor(store, source, dead_letters, poll_timeout_ms=500)
+    deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+    try:
+        while ingestor.stats.records < expected and time.monotonic() < deadline:
+            ingestor.run_once()
+    finally:
+        source.close()
+        dead_letters.close()
+    assert ingestor.stats.records == expected and ingestor.stats.dead_lettered == 0
+
+
+def _subscriber_view(bootstrap: str, topic: str) -> dict[bytes, dict[str, Any]]:
+    """What a subscriber holds after reading the topic: the latest message of every key."""
+    latest: dict[bytes, dict[str, Any]] = {}
+    for record in read_topic(bootstrap, topic, expected=None, timeout_seconds=30):
+        latest[record.key] = json.loads(record.value)
+    return latest
+
+
+def _present_table_edges(view: dict[bytes, dict[str, Any]]) -> set[tuple[str, ...]]:
+    return {
+        (m["job"]["namespace"], m["job"]["name"], m["direction"], m["dataset"]["namespace"], m["dataset"]["name"])
+        for m in view.values()
+        if m["kind"] == "table_lineage_edge" and m["state"] == "present"
+    }
+
+
+def _store_table_edges(store: PublishingStore) -> set[tuple[str, ...]]:
+    job_ns, ds_ns = s.namespaces.alias("job_ns"), s.namespaces.alias("ds_ns")
+    query = (
+        select(job_ns.c.name, s.jobs.c.name, s.job_io.c.direction, ds_ns.c.name, s.datasets.c.name)
+        .join(s.jobs, s.jobs.c.id == s.job_io.c.job_id)
+        .join(job_ns, job_ns.c.id == s.jobs.c.namespace_id)
+        .join(s.datasets, s.datasets.c.id == s.job_io.c.dataset_id)
+        .join(ds_ns, ds_ns.c.id == s.datasets.c.namespace_id)
+    )
+    with store.engine.connect() as conn:
+        return {tuple(row) for row in conn.execute(query)}
+
+
+def _count(store: PublishingStore, table: Any, *where: Any) -> int:
+    with store.engine.connect() as conn:
+        return len(conn.execute(select(table.c.id).where(*where)).all())
+
+
+@pytest.fixture
+def publishing(store_url: str, kafka_bootstrap: str) -> Any:
+    opened = open_store(store_url)
+    changes_topic = unique_topic("changes")
+    sink = ChangeMessages(kafka_bootstrap, changes_topic)
+    yield PublishingStore(opened.engine, sink), changes_topic
+    sink.close()
+    opened.dispose()
+
+
+def test_a_subscriber_rebuilds_the_stores_lineage_from_the_changes_topic(publishing: Any, kafka_bootstrap: str) -> None:
+    store, changes_topic = publishing
+    events = _demo_events()
+    events_topic = unique_topic("events")
+    _produce(kafka_bootstrap, events_topic, events)
+    _ingest(store, kafka_bootstrap, events_topic, len(events))
+
+    view = _subscriber_view(kafka_bootstrap, changes_topic)
+    store_edges = _store_table_edges(store)
+    assert len(store_edges) >= 10
+    assert _present_table_edges(view) == store_edges
+    kinds = [message["kind"] for message in view.values()]
+    assert kinds.count("column_lineage_edge") == _count(store, s.column_lineage)
+    assert kinds.count("run_finished") == _count(store, s.runs, s.runs.c.state.in_(["COMPLETED", "FAILED", "ABORTED"]))
+
+    # Delivered again (a rebalance, a restart): the store does not change, nothing is published.
+    published = len(read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30))
+    _ingest(store, kafka_bootstrap, events_topic, len(events))
+    assert len(read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30)) == published
+
+    # A job's table lineage deleted: its edges arrive as retired, the subscriber follows.
+    job_namespace, job_name = sorted(store_edges)[0][:2]
+    store.delete_table_lineage(job_name, job_namespace)
+    view = _subscriber_view(kafka_bootstrap, changes_topic)
+    assert (
+        _present_table_edges(view) == _store_table_edges(store) == {e for e in store_edges if e[:2] != (job_namespace, job_name)}
+    )
+    assert any(
+        m["kind"] == "table_lineage_edge" and m["state"] == "retired" and m["job"]["name"] == job_name for m in view.values()
+    )
+
+
+def test_every_message_matches_its_schema_and_its_key(publishing: Any, kafka_bootstrap: str) -> None:
+    store, changes_topic = publishing
+    store.write([prepare(event) for event in _demo_events()])
+    records = read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30)
+    assert {json.loads(record.value)["kind"] for record in records} == set(SCHEMAS)
+    validators = {
+        kind: jsonschema.Draft202012Validator(
+            json.loads((ROOT / "schemas" / name).read_text()), format_checker=jsonschema.FormatChecker()
+        )
+        for kind, name in SCHEMAS.items()
+    }
+    for record in records:
+        message = json.loads(record.value)
+        validators[message["kind"]].validate(message)
+        key = json.loads(record.key)
+        assert key[0] == message["kind"]
+    assert len({record.key for record in records}) == len(records), "one message per key and transaction"
+
+
+def test_retiring_stale_jobs_publishes_their_edges_as_retired(publishing: Any, kafka_bootstrap: str) -> None:
+    store, changes_topic = publishing
+    store.write([prepare(event) for event in _demo_events()])
+    edges = _store_table_edges(store)
+    assert _present_table_edges(_subscriber_view(kafka_bootstrap, changes_topic)) == edges != set()
+    retired = store.retire_stale_jobs(timedelta(days=1), now=datetime.now(timezone.utc) + timedelta(days=3650))
+    view = _subscriber_view(kafka_bootstrap, changes_topic)
+    assert _present_table_edges(view) == _store_table_edges(store) == set()
+    retired_edges = {
+        (m["job"]["namespace"], m["job"]["name"], m["direction"], m["dataset"]["namespace"], m["dataset"]["name"])
+        for m in view.values()
+        if m["kind"] == "table_lineage_edge" and m["state"] == "retired"
+    }
+    assert retired_edges == edges and {edge[1] for edge in edges} <= set(retired)
+
+
+def test_replay_publishes_nothing(publishing: Any, kafka_bootstrap: str, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, changes_topic = publishing
+    store.write([prepare(event) for event in _demo_events()])
+    published = len(read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30))
+    monkeypatch.setenv("LINEAGE_CHANGES_TOPIC", changes_topic)
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    assert cli_main(["replay", "--store", store_url]) == 0
+    assert len(read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=10)) == published
+
+
+def test_replay_republishes_the_whole_lineage_when_asked(
+    publishing: Any, kafka_bootstrap: str, store_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, first_topic = publishing
+    store.write([prepare(event) for event in _demo_events()])
+    fresh_topic = unique_topic("changes-seed")
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", kafka_bootstrap)
+    assert cli_main(["replay", "--store", store_url, "--changes-topic", fresh_topic, "--republish-changes"]) == 0
+    assert f"lineage changes to {fresh_topic}" in capsys.readouterr().out
+    seeded = _subscriber_view(kafka_bootstrap, fresh_topic)
+    assert _present_table_edges(seeded) == _store_table_edges(store) != set()
+    assert {json.loads(k)[0] for k in seeded} == {json.loads(k)[0] for k in _subscriber_view(kafka_bootstrap, first_topic)}
+
+
+def test_change_scope_names_the_batchs_edges_outputs_and_runs() -> None:
+    rows = [prepare(event) for event in _demo_events()]
+    scope = change_scope(rows)
+    assert {edge[2] for edge in scope.table_edges} == {"input", "output"}
+    assert scope.run_uuids == {r.run.uuid for r in rows if r.run}
+    assert scope.column_outputs == {edge.output for r in rows for edge in r.column_edges}
+    assert not change_scope([])
+
+
+def test_changed_messages_are_whole_states_not_deltas() -> None:
+    edge: tuple[str, ...] = ("table_lineage_edge", "ns", "job", "input", "ns", "t")
+    run: tuple[str, ...] = ("run_finished", "r1")
+    column: tuple[str, ...] = ("column_lineage_edge", "ns", "o", "f", "ns", "i", "g", "DIRECT", "IDENTITY")
+    before: dict[tuple[str, ...], dict[str, Any]] = {
+        edge: {"kind": "table_lineage_edge", "state": "present"},
+        run: {"kind": "run_finished", "state": "COMPLETED"},
+        column: {"kind": "column_lineage_edge", "transformation": {"description": "a"}, "state": "present"},
+    }
+    assert changed_messages(before, before) == []
+    after = {column: {**before[column], "transformation": {"description": "b"}}}
+    changed = dict(changed_messages(before, after))
+    assert changed[column]["transformation"] == {"description": "b"}
+    assert changed[edge] == {"kind": "table_lineage_edge", "state": "retired"}
+    assert run not in changed, "a run is never retired"

@@ -1,0 +1,364 @@
+"""`python -m consumer ingest|serve` as operators run them, against a real broker and real
+databases: killed with SIGKILL mid-batch, fed records too large or invalid, run as two members of
+one group, watched through /readyz and /metrics (also when the broker dies)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+from kafka import KafkaProducer
+from sqlalchemy import text
+
+from consumer.ingest import ORIGINAL_SIZE_HEADER, REASON_CLASS_HEADER, REASON_HEADER, TRUNCATED_HEADER
+from consumer.kafka_io import DEAD_LETTER_VALUE_BYTES
+from consumer.store import open_store
+from tests.consumer.helpers import dump, metric_value, write_events
+from tests.support.broker import free_port, read_topic, unique_topic
+from tests.support.events import batch_write, table
+from tests.support.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.kafka
+
+WAIT_LIMIT_SECONDS = 120.0
+GROUP_TIMEOUTS = ("--session-timeout-ms", "3000", "--max-poll-interval-ms", "3000")
+
+
+def _events(jobs: int, shared_inputs: int = 5) -> list[dict[str, Any]]:
+    """START + COMPLETE of `jobs` jobs; the inputs are shared between jobs (hub tables)."""
+    return [
+        event
+        for index in range(jobs)
+        for event in batch_write(
+            f"app.job{index}", [table("raw", f"shared{index % shared_inputs}", ["x"])], table("mart", f"t{index}", ["x"])
+        )
+    ]
+
+
+def _produce(bootstrap: str, topic: str, values: list[tuple[bytes, bytes]]) -> None:
+    """(key, value) pairs; large values allowed."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, max_request_size=40 * 1024 * 1024, linger_ms=20)
+    for key, value in values:
+        producer.send(topic, key=key, value=value)
+    producer.flush()
+    producer.close()
+
+
+def _keyed(events: list[dict[str, Any]]) -> list[tuple[bytes, bytes]]:
+    return [(event["job"]["name"].encode(), json.dumps(event).encode()) for event in events]
+
+
+def _consumer(command: str, store_url: str, bootstrap: str, topic: str, group: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "consumer",
+            command,
+            "--store",
+            store_url,
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--dead-letter-topic",
+            f"{topic}.dlq",
+            *GROUP_TIMEOUTS,
+            *extra,
+        ],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stop(process: subprocess.Popen[str]) -> str:
+    """SIGTERM, wait, and the process's log."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+    return stderr
+
+
+def _stored(store: Any) -> int:
+    with store.engine.connect() as connection:
+        return int(connection.execute(text("SELECT count(*) FROM lineage_events")).scalar_one())
+
+
+def _wait_for(probe: Callable[[], Any], what: str, limit: float = WAIT_LIMIT_SECONDS) -> Any:
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            found = probe()
+            if found:
+                return found
+        except (httpx.HTTPError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _reference(store_url_of_fresh: str, events: list[dict[str, Any]]) -> dict[str, list[tuple[Any, ...]]]:
+    reference = open_store(store_url_of_fresh)
+    try:
+        for start in range(0, len(events), 500):
+            write_events(reference, events[start : start + 500])
+        return dump(reference)
+    finally:
+        reference.dispose()
+
+
+@contextmanager
+def _serving(store_url: str, bootstrap: str, topic: str, *extra: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = free_port()
+    process = _consumer(
+        "serve", store_url, bootstrap, topic, f"g-{uuid.uuid4().hex[:6]}", "--host", "127.0.0.1", "--port", str(port), *extra
+    )
+    try:
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        _stop(process)
+
+
+def _metric(base: str, name: str, **labels: str) -> float | None:
+    return metric_value(httpx.get(f"{base}/metrics").text, name, **labels)
+
+
+def test_sigkill_mid_batch_loses_nothing_and_stores_nothing_twice(postgres_url, postgres_database_url, kafka_bootstrap):
+    events = _events(1500)
+    topic = unique_topic("killed", kafka_bootstrap)
+    _produce(kafka_bootstrap, topic, _keyed(events))
+    store = open_store(postgres_url)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    chooser = random.Random(9)
+    kills = 0
+    try:
+        for threshold in (300, 900, 1500, 2100):
+            process = _consumer("ingest", postgres_url, kafka_bootstrap, topic, group, "--batch-size", "100")
+            _wait_for(lambda t=threshold: _stored(store) >= t, f"{threshold} events stored")
+            time.sleep(chooser.uniform(0.0, 0.3))  # somewhere inside the next batch
+            process.send_signal(signal.SIGKILL)
+            process.wait()
+            kills += 1
+        process = _consumer("ingest", postgres_url, kafka_bootstrap, topic, group, "--batch-size", "100")
+        try:
+            _wait_for(lambda: _stored(store) >= len(events), "every event stored")
+        finally:
+            log = _stop(process)
+        stored = dump(store)
+        count = _stored(store)
+    finally:
+        store.dispose()
+
+    assert kills == 4 and count == len(events), log[-2000:]
+    assert stored == _reference(_fresh_schema_url(postgres_database_url), events)
+
+
+def _fresh_schema_url(database_url: str) -> str:
+    from sqlalchemy import create_engine
+
+    schema = f"ref_{uuid.uuid4().hex[:10]}"
+    engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f'CREATE SCHEMA "{schema}"'))
+    engine.dispose()
+    return f"{database_url}?options=-csearch_path%3D{schema}"
+
+
+def test_two_ingest_processes_in_one_group_build_the_one_process_store(postgres_url, postgres_database_url, kafka_bootstrap):
+    events = _events(400)
+    topic = unique_topic("pair", kafka_bootstrap, partitions=4)
+    _produce(kafka_bootstrap, topic, _keyed(events))
+    store = open_store(postgres_url)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    members = [_consumer("ingest", postgres_url, kafka_bootstrap, topic, group, "--batch-size", "50") for _ in range(2)]
+    try:
+        _wait_for(lambda: _stored(store) >= len(events), "every event stored")
+        stored = dump(store)
+    finally:
+        logs = [_stop(member) for member in members]
+        store.dispose()
+
+    handled = [int(log.rsplit("records=", 1)[1].split(",")[0]) for log in logs]
+    assert all(count > 0 for count in handled), logs  # both members took partitions
+    assert stored == _reference(_fresh_schema_url(postgres_database_url), events)
+
+
+def _large_records() -> tuple[list[tuple[bytes, bytes]], list[dict[str, Any]]]:
+    """A 2 MB invalid event and a 30 MB valid-looking one, each followed by a good event."""
+    good = batch_write("app.insert_into.t", [table("raw", "a", ["x"])], table("mart", "t", ["x"]))
+    padding = {"_producer": "p", "_schemaURL": "https://example.com/Pad.json"}
+    invalid = {**good[0], "run": {"runId": "42", "facets": {"pad": {**padding, "text": "x" * (2 * 1024 * 1024)}}}}
+    huge = {**good[0], "run": {**good[0]["run"], "facets": {"pad": {**padding, "text": "y" * (30 * 1024 * 1024)}}}}
+    values = [json.dumps(invalid).encode(), json.dumps(good[0]).encode(), json.dumps(huge).encode(), json.dumps(good[1]).encode()]
+    return [(b"k", value) for value in values], good
+
+
+def _assert_dead_lettered(bootstrap: str, topic: str, values: list[tuple[bytes, bytes]]) -> None:
+    dead = read_topic(bootstrap, f"{topic}.dlq", expected=2, timeout_seconds=60)
+    assert len(dead) == 2
+    headers = [dict(record.headers) for record in dead]
+    assert [h[REASON_CLASS_HEADER] for h in headers] == [b"invalid", b"too_large"]
+    assert b"run.runId" in headers[0][REASON_HEADER] and b"too large" in headers[1][REASON_HEADER]
+    for record, header, (_, original) in zip(dead, headers, (values[0], values[2]), strict=True):
+        assert header[TRUNCATED_HEADER] == b"true" and header[ORIGINAL_SIZE_HEADER] == str(len(original)).encode()
+        assert len(record.value) == DEAD_LETTER_VALUE_BYTES and original.startswith(record.value)
+
+
+def test_large_and_invalid_records_are_dead_lettered_under_ingest(sqlite_url, kafka_bootstrap):
+    values, good = _large_records()
+    topic = unique_topic("large", kafka_bootstrap)
+    _produce(kafka_bootstrap, topic, values)
+    store = open_store(sqlite_url)
+    process = _consumer("ingest", sqlite_url, kafka_bootstrap, topic, f"g-{uuid.uuid4().hex[:6]}", "--log-format", "json")
+    try:
+        _wait_for(lambda: _stored(store) >= len(good), "the good events stored")
+        _assert_dead_lettered(kafka_bootstrap, topic, values)
+    finally:
+        log = _stop(process)
+        store.dispose()
+    assert process.returncode == 0, log[-3000:]
+    lines = [json.loads(line) for line in log.splitlines()]  # one JSON object per line
+    warnings = [line["message"] for line in lines if line["level"] == "WARNING" and line["logger"] == "consumer.ingest"]
+    assert len(warnings) == 2 and "run.runId" in warnings[0] and "too large: 314" in warnings[1]
+
+
+def test_large_and_invalid_records_are_dead_lettered_under_serve_whose_readiness_tells_the_truth(sqlite_url, kafka_bootstrap):
+    values, good = _large_records()
+    topic = unique_topic("large-serve", kafka_bootstrap)
+    store = open_store(sqlite_url)
+    try:
+        with _serving(sqlite_url, kafka_bootstrap, topic) as (base, process):
+            _wait_for(lambda: httpx.get(f"{base}/healthz").status_code == 200, "the HTTP server")
+            not_ready_before_join = httpx.get(f"{base}/readyz")
+            _wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, "readiness (partitions assigned)")
+            with _sampling_readiness(base) as answers:  # while the bad records go through
+                _produce(kafka_bootstrap, topic, values)
+                _wait_for(lambda: _stored(store) >= len(good), "the good events stored")
+                _assert_dead_lettered(kafka_bootstrap, topic, values)
+            ready = httpx.get(f"{base}/readyz")
+            dead = {
+                reason: _metric(base, "lineage_events_dead_lettered_total", reason=reason) for reason in ("invalid", "too_large")
+            }
+            running = (_metric(base, "lineage_ingestion_running"), _metric(base, "lineage_ingestion_restarts_total"))
+    finally:
+        store.dispose()
+
+    assert not_ready_before_join.status_code in (200, 503)  # 503 until the group assigned the partition
+    if not_ready_before_join.status_code == 503:
+        assert not_ready_before_join.json()["partitions"] == []
+    assert ready.status_code == 200 and ready.json()["ingestion"] == "running"
+    assert answers and set(answers) == {200}  # the loop never went down, and readiness never said otherwise
+    assert dead == {"invalid": 1, "too_large": 1} and running == (1, 0)
+
+
+@contextmanager
+def _sampling_readiness(base: str) -> Iterator[list[int]]:
+    """GET /readyz every 50 ms in a thread until the block ends; the status codes answered."""
+    import threading
+
+    answers: list[int] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            answers.append(httpx.get(f"{base}/readyz", timeout=10).status_code)
+            done.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield answers
+    finally:
+        done.set()
+        sampler.join(timeout=15)
+
+
+def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start_broker):
+    broker = start_broker()
+    topic = unique_topic("watched", broker.bootstrap)
+    store = open_store(sqlite_url)
+    first, second = _events(3)[:2], _events(3)[2:]
+    try:
+        with _serving(sqlite_url, broker.bootstrap, topic) as (base, _):
+            _wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, "readiness")
+            _produce(broker.bootstrap, topic, _keyed(first))
+            _wait_for(lambda: _metric(base, "lineage_events_stored_total") == len(first), "the first events counted")
+            _produce(broker.bootstrap, topic, _keyed(second))
+            _wait_for(lambda: _metric(base, "lineage_events_stored_total") == len(first) + len(second), "the next ones")
+            batches = _metric(base, "lineage_store_transaction_seconds_count")
+            lag_reported = _metric(base, "lineage_consumer_lag", topic=topic, partition="0")
+            assigned = _metric(base, "lineage_partitions_assigned")
+            broker.stop()
+            gone = _wait_for(
+                lambda: (response := httpx.get(f"{base}/readyz")).status_code == 503 and response, "readiness to drop", 60
+            )
+            unreachable = _metric(base, "lineage_broker_reachable")
+            alive = httpx.get(f"{base}/healthz").status_code
+    finally:
+        store.dispose()
+
+    assert batches is not None and batches >= 2 and assigned == 1
+    assert lag_reported is not None and lag_reported >= 0  # reported; its value depends on the broker's watermarks
+    assert gone.json()["broker"] == "unreachable" and unreachable == 0 and alive == 200
+
+
+def test_a_failed_ingestion_loop_under_serve_is_logged_reported_and_restarted(sqlite_store, sqlite_url, kafka_bootstrap, caplog):
+    import threading
+
+    from consumer.cli import _connect, _supervise
+    from consumer.observability import Observability
+    from consumer.settings import Settings
+
+    topic = unique_topic("restarted", kafka_bootstrap)
+    settings = Settings(
+        store_url=sqlite_url,
+        bootstrap_servers=kafka_bootstrap,
+        topic=topic,
+        group=f"g-{uuid.uuid4().hex[:6]}",
+        dead_letter_topic=f"{topic}.dlq",
+        session_timeout_ms=3000,
+        max_poll_interval_ms=3000,
+    )
+    observability = Observability(ingesting=True)
+    first = _connect(settings, sqlite_store, observability)
+
+    def unexpected_failure(timeout_ms: int) -> list:
+        raise RuntimeError("unexpected failure inside the loop")
+
+    first.source.poll = unexpected_failure  # the first loop dies on its first poll
+    stop = threading.Event()
+    thread = threading.Thread(target=_supervise, args=(first, settings, sqlite_store, observability, stop), daemon=True)
+    thread.start()
+    try:
+        _wait_for(lambda: observability.ingestion_checks()["ready"], "the restarted loop to own the partition")
+        _produce(kafka_bootstrap, topic, _keyed(_events(1)))
+        _wait_for(lambda: _stored(sqlite_store) == 2, "events stored by the restarted loop")
+        restarts = metric_value(observability.render()[0].decode(), "lineage_ingestion_restarts_total")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+
+    assert restarts == 1 and not thread.is_alive()
+    failures = [record for record in caplog.records if "ingestion stopped; restarting" in record.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None

@@ -1,0 +1,149 @@
+"""Health, readiness, metrics and the HTTP body limit, through the real app on both databases."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import attrs
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine
+
+from consumer.api import create_app
+from consumer.ingest import SourceState, StoredBatch
+from consumer.observability import JsonLogFormatter, Observability
+from consumer.store import Store
+from tests.consumer.helpers import metric_value
+from tests.support.broker import free_port
+from tests.support.events import batch_write, table
+
+LIMIT = 10_000
+
+
+@attrs.frozen
+class Limits:
+    max_event_bytes: int = LIMIT
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    return metric_value(text, name, **labels) or 0.0
+
+
+def test_health_ready_and_request_metrics_by_route_template(store):
+    event = batch_write("j", [table("raw", "a", ["x"])], table("mart", "b", ["x"]))[0]
+    with TestClient(create_app(store)) as client:
+        health = client.get("/healthz")
+        ready = client.get("/readyz")
+        client.post("/api/v1/lineage", json=event)
+        client.get("/api/v1/namespaces/spark/jobs/j")
+        client.get("/api/v1/namespaces/spark/jobs/nothing-here")
+        metrics = client.get("/metrics")
+
+    assert health.status_code == 200 and health.json() == {"status": "up"}
+    assert ready.status_code == 200 and ready.json() == {"ready": True, "store": "reachable"}
+    route = "/api/v1/namespaces/{namespace}/jobs/{job}"
+    assert _metric(metrics.text, "lineage_http_requests_total", method="GET", route=route, status="200") == 1
+    assert _metric(metrics.text, "lineage_http_requests_total", method="GET", route=route, status="404") == 1
+    assert _metric(metrics.text, "lineage_http_requests_total", method="POST", route="/api/v1/lineage", status="201") == 1
+    assert "text/plain" in metrics.headers["content-type"]
+
+
+def test_readiness_says_not_ready_when_the_store_does_not_answer():
+    unreachable = Store(create_engine(f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/nothing"))
+    with TestClient(create_app(unreachable)) as client:
+        ready = client.get("/readyz")
+        health = client.get("/healthz")
+    assert ready.status_code == 503 and ready.json()["ready"] is False
+    assert ready.json()["store"].startswith("unreachable: OperationalError")
+    assert health.status_code == 200
+
+
+def test_readiness_follows_the_ingestion_loop(sqlite_store):
+    observability = Observability(ingesting=True)
+    with TestClient(create_app(sqlite_store, observability=observability)) as client:
+        before_start = client.get("/readyz")
+        observability.ingestion_started()
+        observability.source_state(SourceState(assigned=(("events", 0),), lag={("events", 0): 7}, broker_reachable=True))
+        running = client.get("/readyz")
+        observability.source_state(SourceState(assigned=(("events", 0),), broker_reachable=False))
+        broker_gone = client.get("/readyz")
+        observability.ingestion_stopped("BrokerUnavailable: gone")
+        stopped = client.get("/readyz")
+        metrics = client.get("/metrics").text
+
+    assert before_start.status_code == 503 and before_start.json()["ingestion"] == "down"
+    assert running.status_code == 200 and running.json()["partitions"] == ["events[0]"]
+    assert broker_gone.status_code == 503 and broker_gone.json()["broker"] == "unreachable"
+    assert stopped.status_code == 503 and stopped.json()["ingestion"] == "down: BrokerUnavailable: gone"
+    assert _metric(metrics, "lineage_ingestion_running") == 0 and _metric(metrics, "lineage_ingestion_restarts_total") == 1
+    assert _metric(metrics, "lineage_broker_reachable") == 0
+
+
+def test_store_metrics_count_events_batches_and_dead_letters():
+    observability = Observability()
+    observability.batch_stored(StoredBatch(rows=[object()] * 3, new_events=2, seconds=0.02))  # type: ignore[list-item]
+    observability.dead_lettered("too_large")
+    text = observability.render()[0].decode()
+    assert _metric(text, "lineage_events_stored_total") == 2
+    assert _metric(text, "lineage_store_batch_size_count") == 1 and _metric(text, "lineage_store_batch_size_sum") == 3
+    assert _metric(text, "lineage_store_transaction_seconds_bucket", le="0.025") == 1
+    assert _metric(text, "lineage_events_dead_lettered_total", reason="too_large") == 1
+
+
+def test_a_body_above_the_limit_is_413_and_nothing_stored(sqlite_store):
+    event = batch_write("j", [table("raw", "a", ["x"])], table("mart", "b", ["x"]))[0]
+    padded = {**event, "run": {**event["run"], "facets": {"pad": {"_producer": "p", "_schemaURL": "s", "x": "y" * LIMIT}}}}
+    with TestClient(create_app(sqlite_store, Limits())) as client:
+        too_large = client.post("/api/v1/lineage", json=padded)
+        fits = client.post("/api/v1/lineage", json=event)
+    assert too_large.status_code == 413 and str(LIMIT) in too_large.json()["message"]
+    assert fits.status_code == 201
+
+
+def test_a_streamed_body_is_not_read_past_the_limit(sqlite_store):
+    """A chunked body without Content-Length: the app stops pulling chunks once past the limit."""
+    app = create_app(sqlite_store, Limits())
+    chunk = b" " * 1024
+    pulled = 0
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": chunk, "more_body": pulled < 30 * 1024}  # 30 MiB offered
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/lineage",
+        "raw_path": b"/api/v1/lineage",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"transfer-encoding", b"chunked")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "app": app,
+    }
+    asyncio.run(app(scope, receive, send))
+
+    assert sent[0]["status"] == 413
+    assert pulled <= LIMIT // len(chunk) + 2
+
+
+def test_json_log_lines_are_one_object_each():
+    record = logging.LogRecord("consumer.ingest", logging.WARNING, __file__, 1, "dead-lettering %s", ("t[0]@3",), None)
+    line = JsonLogFormatter().format(record)
+    assert "\n" not in line
+    assert json.loads(line) | {"time": "-"} == {
+        "time": "-",
+        "level": "WARNING",
+        "logger": "consumer.ingest",
+        "message": "dead-lettering t[0]@3",
+        "thread": record.threadName,
+    }

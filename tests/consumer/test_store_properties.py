@@ -1,0 +1,204 @@
+"""Property tests of the store's convergence (Hypothesis, bounded examples): any permutation of a
+set of events, with duplicates, split into any batches and written by one or two writers, leaves
+every derived table exactly as writing the events once, one by one in order, does: every column,
+timestamps included, with row ids replaced by the natural keys they stand for."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from consumer.events import validate
+from consumer.materialize import materialize
+from consumer.store import open_store
+from consumer.store import schema as s
+from consumer.store.store import DERIVED_TABLES, Store
+
+BASE = datetime(2026, 3, 1, tzinfo=timezone.utc)
+PRODUCER = "https://example.com/property-test"
+JOBS = ("load", "enrich", "report")
+DATASETS = ("raw.orders", "raw.customers", "mart.enriched", "mart.daily")
+SCHEMAS = (("id", "amount"), ("id", "amount", "name"), ("id", "name"))
+EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER")
+RUN_IDS = [[str(uuid.UUID(int=job * 16 + run + 1)) for run in range(4)] for job in range(len(JOBS))]
+
+
+def _dataset(index: int, schema: int, snapshot: int | None, lineage_from: int | None) -> dict[str, Any]:
+    namespace, _, name = DATASETS[index].partition(".")
+    facets: dict[str, Any] = {
+        "schema": {"fields": [{"name": f, "type": "string" if f == "name" else "long"} for f in SCHEMAS[schema]]},
+        "dataSource": {"name": namespace, "uri": f"s3://{namespace}"},
+    }
+    if snapshot is not None:
+        facets["snapshot"] = {"snapshotId": f"{name}-{snapshot}", "kind": "content"}
+    if lineage_from is not None:
+        source_ns, _, source = DATASETS[lineage_from].partition(".")
+        facets["columnLineage"] = {
+            "fields": {
+                f: {
+                    "inputFields": [
+                        {
+                            "namespace": source_ns,
+                            "name": source,
+                            "field": f,
+                            "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}],
+                        }
+                    ]
+                }
+                for f in SCHEMAS[schema]
+            },
+            "dataset": [
+                {
+                    "namespace": source_ns,
+                    "name": source,
+                    "field": "id",
+                    "transformations": [{"type": "INDIRECT", "subtype": "JOIN"}],
+                }
+            ],
+        }
+    return {"namespace": namespace, "name": name, "facets": facets}
+
+
+@st.composite
+def _event(draw: st.DrawFn, minute: int) -> dict[str, Any]:
+    at = (BASE + timedelta(minutes=minute)).isoformat().replace("+00:00", "Z")
+    if draw(st.integers(0, 9)) == 0:  # a DatasetEvent now and then
+        return {
+            "eventTime": at,
+            "producer": PRODUCER,
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/DatasetEvent",
+            "dataset": _dataset(draw(st.integers(0, 3)), draw(st.integers(0, 2)), None, None),
+        }
+    job = draw(st.integers(0, len(JOBS) - 1))
+    inputs = draw(st.lists(st.integers(0, 3), max_size=2, unique=True))
+    output = draw(st.integers(0, 3))
+    lineage_from = inputs[0] if inputs and draw(st.booleans()) else None
+    run_facets: dict[str, Any] = {"attempt": {"number": draw(st.integers(0, 2))}}
+    if draw(st.booleans()):
+        run_facets["nominalTime"] = {"nominalStartTime": at}
+    job_facets: dict[str, Any] = {"jobType": {"processingType": "BATCH", "integration": "SPARK", "jobType": "JOB"}}
+    if draw(st.booleans()):
+        job_facets["documentation"] = {"description": f"{JOBS[job]} v{draw(st.integers(0, 2))}"}
+    return {
+        "eventType": draw(st.sampled_from(EVENT_TYPES)),
+        "eventTime": at,
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": RUN_IDS[job][draw(st.integers(0, 3))], "facets": run_facets},
+        "job": {"namespace": "spark", "name": JOBS[job], "facets": job_facets},
+        "inputs": [_dataset(i, draw(st.integers(0, 2)), draw(st.none() | st.integers(0, 2)), None) for i in inputs],
+        "outputs": [_dataset(output, draw(st.integers(0, 2)), draw(st.none() | st.integers(0, 2)), lineage_from)],
+    }
+
+
+@st.composite
+def _scenario(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]], bool]:
+    """(events in order, the batches of a shuffled copy with duplicates, two writers?)"""
+    minutes = draw(st.lists(st.integers(0, 10_000), min_size=1, max_size=12, unique=True))
+    events = [draw(_event(minute)) for minute in minutes]
+    shuffled = draw(st.permutations(events + draw(st.lists(st.sampled_from(events), max_size=4))))
+    cuts = sorted(draw(st.lists(st.integers(1, len(shuffled)), max_size=4, unique=True)))
+    batches = [shuffled[a:b] for a, b in zip([0, *cuts], [*cuts, len(shuffled)], strict=True) if a < b]
+    return events, batches, draw(st.booleans())
+
+
+def _write(store: Store, events: list[dict[str, Any]]) -> None:
+    store.write([materialize(validate(event)) for event in events])
+
+
+def _write_by(stores: list[Store], batches: list[list[dict[str, Any]]]) -> None:
+    """Batches dealt round-robin to the writers, which write concurrently."""
+    if len(stores) == 1:
+        for batch in batches:
+            _write(stores[0], batch)
+        return
+    failures: list[BaseException] = []
+
+    def write_share(index: int) -> None:
+        try:
+            for batch in batches[index :: len(stores)]:
+                _write(stores[index], batch)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=write_share, args=(index,)) for index in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+
+
+def full_dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
+    """Every derived table, every column; ids replaced by the natural key of the row they point to."""
+    with store.engine.connect() as connection:
+        rows = {table.name: [dict(row) for row in connection.execute(select(table)).mappings()] for table in DERIVED_TABLES}
+    keys: dict[str, dict[int, Any]] = {"namespaces": {r["id"]: r["name"] for r in rows["namespaces"]}}
+    for name in ("datasets", "jobs"):
+        keys[name] = {r["id"]: (keys["namespaces"][r["namespace_id"]], r["name"]) for r in rows[name]}
+    keys["runs"] = {r["id"]: r["uuid"] for r in rows["runs"]}
+    keys["dataset_fields"] = {r["id"]: (keys["datasets"][r["dataset_id"]], r["name"]) for r in rows["dataset_fields"]}
+    dumped = {}
+    for table in DERIVED_TABLES:
+        references = {fk.parent.name: fk.column.table.name for fk in table.foreign_keys}
+        dumped[table.name] = sorted(
+            (
+                tuple(
+                    (column, _natural(keys, references.get(column), value))
+                    for column, value in sorted(row.items())
+                    if column != "id"
+                )
+                for row in rows[table.name]
+            ),
+            key=repr,
+        )
+    return dumped
+
+
+def _natural(keys: dict[str, dict[int, Any]], table: str | None, value: Any) -> Any:
+    return value if table is None or value is None else keys[table][value]
+
+
+def _reset(store: Store) -> None:
+    with store.engine.begin() as connection:
+        connection.execute(s.jobs.update().values(latest_run_id=None, parent_job_id=None))
+        for table in DERIVED_TABLES:
+            connection.execute(table.delete())
+        connection.execute(s.lineage_events.delete())
+
+
+PROPERTY_SETTINGS = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+
+
+@pytest.fixture
+def stores(store_url):  # type: ignore[no-untyped-def]
+    """A reference store and two writers' stores on the same database (one database per test)."""
+    reference_url = store_url
+    opened = [open_store(reference_url)]
+    opened.append(open_store(reference_url))
+    yield opened
+    for store in opened:
+        store.dispose()
+
+
+@PROPERTY_SETTINGS
+@given(scenario=_scenario())
+def test_any_order_batching_and_writers_converge_to_the_in_order_store(stores, scenario):
+    events, batches, two_writers = scenario
+    first, second = stores
+    _reset(first)
+    for event in events:
+        _write(first, [event])
+    expected = full_dump(first)
+    _reset(first)
+    _write_by([first, second] if two_writers else [first], batches)
+    assert full_dump(first) == expected
