@@ -1,51 +1,63 @@
 """The HTTP app: Marquez-compatible reads under /api/v1, our lineage questions under /api/v1/lineage-store,
-and (when the write side provides it) OpenLineage ingestion at POST /api/v1/lineage behind the bearer token.
+and OpenLineage ingestion at POST /api/v1/lineage (consumer.ingest_http) behind the bearer token.
 
-FastAPI lives only in this package. `create_app(store, settings)` is the one entry point; `settings` may carry
-`api_token` (str | None): when set, ingestion and delete endpoints require `Authorization: Bearer <token>`.
+FastAPI lives only in this package. `create_app(store, settings, observability, clock)` is the one entry point; `settings` may carry
+`api_token` (str | None): when set, ingestion and delete endpoints require `Authorization: Bearer <token>`;
+`clock` gives the current time to the routes that count "the last 24 hours / 7 days" (`/api/v1/stats/*`).
 """
 
 from __future__ import annotations
 
-import importlib
 import os
+from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from consumer.api import lineage_store, marquez
+from consumer import ingest_http
+from consumer.api import health, lineage_store, marquez
 from consumer.api.auth import require_token
-from consumer.api.errors import install_error_handlers
+from consumer.api.errors import COMMON_ERRORS, INGEST_ERRORS, install_error_handlers
 from consumer.api.paths import KeepEncodedSlashes
+from consumer.ingest import DEFAULT_MAX_EVENT_BYTES
+from consumer.observability import Observability
 
 TOKEN_ENV = "LINEAGE_API_TOKEN"
 
 
-def create_app(store: Any, settings: Any = None) -> FastAPI:
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def create_app(
+    store: Any,
+    settings: Any = None,
+    observability: Observability | None = None,
+    clock: Callable[[], datetime] = _utc_now,
+) -> FastAPI:
+    """`observability`: the process's metrics and ingestion state (a fresh one, not ingesting, if None)."""
     app = FastAPI(
         title="spark-lineage query service",
         description="Marquez-compatible lineage API plus table, column and snapshot lineage questions (see docs/api.md).",
         version="0.1.0",
+        responses=COMMON_ERRORS,
     )
     app.state.store = store
+    app.state.clock = clock
     app.state.api_token = getattr(settings, "api_token", None) or os.environ.get(TOKEN_ENV) or None
+    app.state.max_event_bytes = getattr(settings, "max_event_bytes", DEFAULT_MAX_EVENT_BYTES)
+    app.state.observability = observability or Observability(ingesting=False)
     install_error_handlers(app)
+    app.add_middleware(health.CountRequests, observability=app.state.observability)  # inside KeepEncodedSlashes
     app.add_middleware(KeepEncodedSlashes)
+    app.include_router(health.router)
     app.include_router(marquez.router)
     app.include_router(marquez.search_v2beta)
     app.include_router(lineage_store.router)
-    ingestion = _ingestion_router()
-    if ingestion is not None:
-        app.include_router(ingestion, dependencies=[Depends(require_token)])
+    app.include_router(ingest_http.router, dependencies=[Depends(require_token)], responses=INGEST_ERRORS)
+    if web_dir := getattr(settings, "web_dir", None):
+        from consumer.api.web import mount_web
+
+        mount_web(app, web_dir)  # last: its catch-all route must not hide an API route
     return app
-
-
-def _ingestion_router() -> Any:
-    """Engineer D's POST /api/v1/lineage router, when the write side ships it."""
-    try:
-        module = importlib.import_module("consumer.ingest_http")
-    except ModuleNotFoundError as error:
-        if error.name != "consumer.ingest_http":
-            raise
-        return None
-    return module.router

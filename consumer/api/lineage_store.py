@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from consumer.api.auth import require_token
+from consumer.api.errors import TOKEN_ERRORS
 from consumer.api.paths import segment
 from consumer.query import lineage_store as ls
 from consumer.query.render import to_dot, to_svg
@@ -20,7 +21,9 @@ Depth = Query(20, ge=0, le=100)
 
 
 @router.get("/tables")
-def tables(request: Request, table: str = Table, direction: Literal["upstream", "downstream"] = Direction, depth: int = Depth) -> dict:
+def tables(
+    request: Request, table: str = Table, direction: Literal["upstream", "downstream"] = Direction, depth: int = Depth
+) -> dict:
     """Tables up- or downstream of a table, transitive to `depth`, with the job of every step."""
     return ls.table_lineage(request.app.state.store, table, direction, depth)
 
@@ -51,13 +54,18 @@ def snapshots(
 
 
 @router.get("/correction-plan")
-def correction_plan(request: Request, table: str = Table, snapshot: str = Query(...), depth: int = Query(30, ge=0, le=100)) -> dict:
+def correction_plan(
+    request: Request, table: str = Table, snapshot: str = Query(...), depth: int = Query(30, ge=0, le=100)
+) -> dict:
     """For a bad snapshot: downstream tables with the snapshots derived from it and where to roll back; jobs and the batch to restart from."""
     return ls.correction_plan(request.app.state.store, table, snapshot, depth)
 
 
+Tables = Query(..., description="repeat for every table the new job reads")
+
+
 @router.get("/aligned-start")
-def aligned_start(request: Request, table: list[str] = Query(..., description="repeat for every table the new job reads")) -> dict:
+def aligned_start(request: Request, table: list[str] = Tables) -> dict:
     """The newest mutually consistent snapshots of the given tables (where a new job reading them should start)."""
     return ls.aligned_start(request.app.state.store, table)
 
@@ -74,15 +82,21 @@ def graph_dot(request: Request, nodeId: str = Query(...), depth: int = Query(5, 
     return PlainTextResponse(to_dot(ls.picture(request.app.state.store, nodeId, depth)), media_type="text/vnd.graphviz")
 
 
-@router.delete("/jobs/{namespace}/{job}/table-lineage", dependencies=[Depends(require_token)])
+@router.delete("/jobs/{namespace}/{job}/table-lineage", dependencies=[Depends(require_token)], responses=TOKEN_ERRORS)
 def delete_table_lineage(request: Request, namespace: str, job: str) -> dict:
     """Forget which datasets the job read and wrote and its column lineage (Paimon's delete-table-lineage). Needs the token."""
     namespace, job = segment(namespace), segment(job)
-    return {"job": {"namespace": namespace, "name": job}, "removedRows": request.app.state.store.delete_table_lineage(job, namespace)}
+    return {
+        "job": {"namespace": namespace, "name": job},
+        "removedRows": request.app.state.store.delete_table_lineage(job, namespace),
+    }
 
 
-@router.delete("/jobs/{namespace}/{job}/data-lineage", dependencies=[Depends(require_token)])
+@router.delete("/jobs/{namespace}/{job}/data-lineage", dependencies=[Depends(require_token)], responses=TOKEN_ERRORS)
 def delete_data_lineage(request: Request, namespace: str, job: str) -> dict:
     """Forget the snapshots the job's runs consumed and produced (Paimon's delete-data-lineage). Needs the token."""
     namespace, job = segment(namespace), segment(job)
-    return {"job": {"namespace": namespace, "name": job}, "removedRows": request.app.state.store.delete_data_lineage(job, namespace)}
+    return {
+        "job": {"namespace": namespace, "name": job},
+        "removedRows": request.app.state.store.delete_data_lineage(job, namespace),
+    }

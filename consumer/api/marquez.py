@@ -4,15 +4,18 @@ Each route only parses input and hands it to consumer.query.marquez."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from consumer.api.auth import require_token
+from consumer.api.errors import TOKEN_ERRORS
 from consumer.api.paths import segment
 from consumer.query import marquez as q
-from consumer.query.errors import BadParameter, NotFound
+from consumer.query.db import MAX_OFFSET
+from consumer.query.errors import BadParameter
 from consumer.store import tags
 
 router = APIRouter(prefix="/api/v1")
@@ -20,7 +23,8 @@ search_v2beta = APIRouter(prefix="/api/v2beta/search", tags=["Search"])
 Guarded = [Depends(require_token)]
 
 Limit = Query(100, ge=0, le=10_000, description="The number of results to return from offset.")
-Offset = Query(0, ge=0, description="The initial position from which to return results.")
+Offset = Query(0, ge=0, le=MAX_OFFSET, description="The initial position from which to return results.")
+LastRunStates = Query(None, description="Only jobs whose latest run is in one of these states.")
 Depth = Query(20, ge=0, le=100, description="Depth of the lineage graph to create.")
 
 
@@ -48,7 +52,7 @@ def list_all_jobs(
     request: Request,
     limit: int = Limit,
     offset: int = Offset,
-    lastRunStates: list[str] | None = Query(None, description="Only jobs whose latest run is in one of these states."),
+    lastRunStates: list[str] | None = LastRunStates,
 ) -> dict:
     return q.list_jobs(_store(request), None, limit, offset, _states(lastRunStates))
 
@@ -59,7 +63,7 @@ def list_jobs(
     namespace: str,
     limit: int = Limit,
     offset: int = Offset,
-    lastRunStates: list[str] | None = Query(None),
+    lastRunStates: list[str] | None = LastRunStates,
 ) -> dict:
     return q.list_jobs(_store(request), segment(namespace), limit, offset, _states(lastRunStates))
 
@@ -95,25 +99,27 @@ def get_dataset(request: Request, namespace: str, dataset: str) -> dict:
 
 
 @router.get("/namespaces/{namespace}/datasets/{dataset}/versions", tags=["Datasets"])
-def list_dataset_versions(
-    request: Request, namespace: str, dataset: str, limit: int = Limit, offset: int = Offset
-) -> dict:
+def list_dataset_versions(request: Request, namespace: str, dataset: str, limit: int = Limit, offset: int = Offset) -> dict:
     return q.list_dataset_versions(_store(request), segment(namespace), segment(dataset), limit, offset)
 
 
-@router.get("/lineage", tags=["Lineage"])
-def get_lineage(request: Request, nodeId: str = Query(..., description="dataset:NS:NAME or job:NS:NAME"), depth: int = Depth) -> dict:
-    return q.lineage_graph(_store(request), nodeId, depth)
+# The graphs are large plain-JSON dicts: written straight out, without FastAPI's per-value jsonable_encoder pass
+# (which took as long as the query itself for a graph of a few hundred full job and dataset nodes).
+@router.get("/lineage", tags=["Lineage"], response_class=JSONResponse)
+def get_lineage(
+    request: Request, nodeId: str = Query(..., description="dataset:NS:NAME or job:NS:NAME"), depth: int = Depth
+) -> JSONResponse:
+    return JSONResponse(q.lineage_graph(_store(request), nodeId, depth))
 
 
-@router.get("/column-lineage", tags=["Column lineage"])
+@router.get("/column-lineage", tags=["Column lineage"], response_class=JSONResponse)
 def get_column_lineage(
     request: Request,
     nodeId: str = Query(..., description="dataset:NS:NAME, datasetField:NS:DATASET:FIELD or job:NS:NAME"),
     depth: int = Depth,
     withDownstream: bool = Query(False),
-) -> dict:
-    return q.column_lineage_graph(_store(request), nodeId, depth, withDownstream)
+) -> JSONResponse:
+    return JSONResponse(q.column_lineage_graph(_store(request), nodeId, depth, withDownstream))
 
 
 @router.get("/events/lineage", tags=["Events"])
@@ -142,7 +148,7 @@ def search(
 
 @router.get("/stats/lineage-events", tags=["Stats"])
 def lineage_event_stats(request: Request, period: Literal["DAY", "WEEK"] = Query("DAY"), timezone: str = Query("UTC")) -> list:
-    return q.lineage_event_stats(_store(request), period, timezone)
+    return q.lineage_event_stats(_store(request), period, timezone, request.app.state.clock())
 
 
 @router.get("/stats/{entity}", tags=["Stats"])
@@ -152,7 +158,7 @@ def entity_stats(
     period: Literal["DAY", "WEEK"] = Query("DAY"),
     timezone: str = Query("UTC"),
 ) -> list:
-    return q.entity_stats(_store(request), entity, period, timezone)
+    return q.entity_stats(_store(request), entity, period, timezone, request.app.state.clock())
 
 
 @search_v2beta.get("/jobs")
@@ -162,7 +168,9 @@ def search_jobs(request: Request, q_: str = Query(..., alias="q", min_length=1),
 
 
 @search_v2beta.get("/datasets")
-def search_datasets(request: Request, q_: str = Query(..., alias="q", min_length=1), limit: int = Query(10, ge=0, le=10_000)) -> dict:
+def search_datasets(
+    request: Request, q_: str = Query(..., alias="q", min_length=1), limit: int = Query(10, ge=0, le=10_000)
+) -> dict:
     """Marquez's OpenSearch-backed dataset search as `{hits, highlights}`, answered by the /search name match."""
     return q.search_hits(_store(request), q_, "DATASET", limit)
 
@@ -171,66 +179,72 @@ class TagDescription(BaseModel):
     description: str | None = None
 
 
-@router.put("/tags/{tag}", tags=["Tags"], dependencies=Guarded)
+@router.put("/tags/{tag}", tags=["Tags"], dependencies=Guarded, responses=TOKEN_ERRORS)
 def put_tag(request: Request, tag: str, body: TagDescription | None = None) -> dict:
     return tags.put_tag(_store(request), segment(tag), body.description if body else None)
 
 
-@router.delete("/tags/{tag}", tags=["Tags"], dependencies=Guarded)
+@router.delete("/tags/{tag}", tags=["Tags"], dependencies=Guarded, responses=TOKEN_ERRORS)
 def delete_tag(request: Request, tag: str) -> dict:
-    return _tag_write(tags.delete_tag, _store(request), segment(tag))
-
-
-def _tag_write(write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run a store tag write; a missing tag, job, dataset or field is a 404."""
-    try:
-        return write(*args, **kwargs)
-    except tags.TagTargetMissing as missing:
-        raise NotFound(str(missing)) from missing
+    return tags.delete_tag(_store(request), segment(tag))
 
 
 def _tagged_job(request: Request, namespace: str, job: str, tag: str, add: bool) -> dict:
     namespace, job = segment(namespace), segment(job)
-    _tag_write(tags.tag_job, _store(request), namespace, job, segment(tag), add=add)
+    tags.tag_job(_store(request), namespace, job, segment(tag), add=add)
     return q.get_job(_store(request), namespace, job)
 
 
 def _tagged_dataset(request: Request, namespace: str, dataset: str, tag: str, add: bool, field: str | None = None) -> dict:
     namespace, dataset = segment(namespace), segment(dataset)
     if field is None:
-        _tag_write(tags.tag_dataset, _store(request), namespace, dataset, segment(tag), add=add)
+        tags.tag_dataset(_store(request), namespace, dataset, segment(tag), add=add)
     else:
-        _tag_write(tags.tag_field, _store(request), namespace, dataset, segment(field), segment(tag), add=add)
+        tags.tag_field(_store(request), namespace, dataset, segment(field), segment(tag), add=add)
     return q.get_dataset(_store(request), namespace, dataset)
 
 
-@router.post("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
-@router.put("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
+@router.post("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded, responses=TOKEN_ERRORS)
+@router.put("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded, responses=TOKEN_ERRORS)
 def tag_job(request: Request, namespace: str, job: str, tag: str) -> dict:
     return _tagged_job(request, namespace, job, tag, add=True)
 
 
-@router.delete("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded)
+@router.delete("/namespaces/{namespace}/jobs/{job}/tags/{tag}", tags=["Jobs"], dependencies=Guarded, responses=TOKEN_ERRORS)
 def untag_job(request: Request, namespace: str, job: str, tag: str) -> dict:
     return _tagged_job(request, namespace, job, tag, add=False)
 
 
-@router.post("/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+@router.post(
+    "/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded, responses=TOKEN_ERRORS
+)
 def tag_dataset(request: Request, namespace: str, dataset: str, tag: str) -> dict:
     return _tagged_dataset(request, namespace, dataset, tag, add=True)
 
 
-@router.delete("/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+@router.delete(
+    "/namespaces/{namespace}/datasets/{dataset}/tags/{tag}", tags=["Datasets"], dependencies=Guarded, responses=TOKEN_ERRORS
+)
 def untag_dataset(request: Request, namespace: str, dataset: str, tag: str) -> dict:
     return _tagged_dataset(request, namespace, dataset, tag, add=False)
 
 
-@router.post("/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+@router.post(
+    "/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}",
+    tags=["Datasets"],
+    dependencies=Guarded,
+    responses=TOKEN_ERRORS,
+)
 def tag_field(request: Request, namespace: str, dataset: str, field: str, tag: str) -> dict:
     return _tagged_dataset(request, namespace, dataset, tag, add=True, field=field)
 
 
-@router.delete("/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}", tags=["Datasets"], dependencies=Guarded)
+@router.delete(
+    "/namespaces/{namespace}/datasets/{dataset}/fields/{field}/tags/{tag}",
+    tags=["Datasets"],
+    dependencies=Guarded,
+    responses=TOKEN_ERRORS,
+)
 def untag_field(request: Request, namespace: str, dataset: str, field: str, tag: str) -> dict:
     return _tagged_dataset(request, namespace, dataset, tag, add=False, field=field)
 

@@ -5,7 +5,8 @@ then decode their name parameters with `segment()`."""
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import unquote
 
 ENCODED_SLASH = "%2F"

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from consumer.query import lineage_store as ls
-from consumer.query.errors import QueryError
+from consumer.query.errors import NotFound, QueryError
 from consumer.query.render import to_dot, to_svg
 
 
@@ -30,7 +30,7 @@ def main(argv: Sequence[str], store: Any, out: TextIO | None = None) -> int:
     args = parser.parse_args(list(argv))
     try:
         args.run(args, store, out)
-    except QueryError as error:
+    except (QueryError, NotFound) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0
@@ -111,19 +111,31 @@ def _columns(args: argparse.Namespace, store: Any, out: TextIO) -> None:
     direction = "downstream" if args.downstream else "upstream"
     answer = ls.column_lineage(store, args.table, args.column, direction, args.depth, args.direct_only)
     rows = [
-        (e["depth"], _field(e["from"]), _field(e["to"]), e["transformation"]["type"], e["transformation"]["subtype"],
-         e["transformation"]["description"], "yes" if e["transformation"]["masking"] else "", e["job"]["name"])
+        (
+            e["depth"],
+            _field(e["from"]),
+            _field(e["to"]),
+            e["transformation"]["type"],
+            e["transformation"]["subtype"],
+            e["transformation"]["description"],
+            "yes" if e["transformation"]["masking"] else "",
+            e["job"]["name"],
+        )
         for e in answer["edges"]
     ]
     title = f"{direction} of column {_field(answer['column'])}" + (" (DIRECT only)" if args.direct_only else "")
-    _emit(args, out, answer, title, rows, ["depth", "from column", "to column", "type", "subtype", "description", "masking", "job"])
+    _emit(
+        args, out, answer, title, rows, ["depth", "from column", "to column", "type", "subtype", "description", "masking", "job"]
+    )
 
 
 def _snapshots(args: argparse.Namespace, store: Any, out: TextIO) -> None:
     direction = "downstream" if args.downstream else "upstream"
     answer = ls.snapshot_lineage(store, args.table, args.snapshot, direction, args.depth)
-    rows = [(x["depth"], _name(x["from"]), x["from"]["snapshot"], x["job"]["name"], x["batchId"], _name(x["to"]), x["to"]["snapshot"])
-            for x in answer["steps"]]
+    rows = [
+        (x["depth"], _name(x["from"]), x["from"]["snapshot"], x["job"]["name"], x["batchId"], _name(x["to"]), x["to"]["snapshot"])
+        for x in answer["steps"]
+    ]
     title = f"{direction} snapshots of {_name(answer['table'])} @ {args.snapshot}"
     _emit(args, out, answer, title, rows, ["depth", "from table", "snapshot", "job", "batch", "to table", "snapshot"])
 
@@ -133,19 +145,39 @@ def _correction(args: argparse.Namespace, store: Any, out: TextIO) -> None:
     if args.json:
         print(json.dumps(answer, indent=2), file=out)
         return
-    print(f"bad snapshot {args.snapshot} of {_name(answer['table'])}; roll it back to: {answer['rollBackTableTo'] or '(nothing older)'}", file=out)
-    print(table([(_name(t), ", ".join(t["derivedSnapshots"]), t["rollBackTo"] or "(nothing older)") for t in answer["tables"]],
-                ["downstream table", "derived (bad) snapshots", "roll back to"]) if answer["tables"] else "(no downstream tables)", file=out)
+    print(
+        f"bad snapshot {args.snapshot} of {_name(answer['table'])}; roll it back to: {answer['rollBackTableTo'] or '(nothing older)'}",
+        file=out,
+    )
+    print(
+        table(
+            [(_name(t), ", ".join(t["derivedSnapshots"]), t["rollBackTo"] or "(nothing older)") for t in answer["tables"]],
+            ["downstream table", "derived (bad) snapshots", "roll back to"],
+        )
+        if answer["tables"]
+        else "(no downstream tables)",
+        file=out,
+    )
     print(file=out)
-    print(table([(_name(j), j["restartFromBatch"], j["runId"]) for j in answer["jobs"]], ["job", "restart from batch", "run"])
-          if answer["jobs"] else "(no jobs to restart)", file=out)
+    print(
+        table([(_name(j), j["restartFromBatch"], j["runId"]) for j in answer["jobs"]], ["job", "restart from batch", "run"])
+        if answer["jobs"]
+        else "(no jobs to restart)",
+        file=out,
+    )
 
 
 def _aligned(args: argparse.Namespace, store: Any, out: TextIO) -> None:
     answer = ls.aligned_start(store, args.tables)
     title = "aligned start" + ("" if answer["consistent"] else ": no mutually consistent set of snapshots")
-    _emit(args, out, answer, title, [(_name(x), x["snapshot"], x["createdAt"]) for x in answer["snapshots"]],
-          ["table", "start from snapshot", "created at"])
+    _emit(
+        args,
+        out,
+        answer,
+        title,
+        [(_name(x), x["snapshot"], x["createdAt"]) for x in answer["snapshots"]],
+        ["table", "start from snapshot", "created at"],
+    )
 
 
 def _graph(args: argparse.Namespace, store: Any, out: TextIO) -> None:

@@ -15,6 +15,7 @@ from consumer.query.errors import BadParameter
 
 MAX_DEPTH = 100
 MAX_PAGE = 10_000
+MAX_OFFSET = 1_000_000_000  # within every database's integer range
 
 
 def engine_of(store: Any) -> Engine:
@@ -35,9 +36,9 @@ def iso(moment: datetime | str | None) -> str | None:
         return None
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
+    return moment.isoformat() + "Z"
 
 
 def as_json(value: Any) -> Any:
@@ -71,6 +72,6 @@ def check_depth(depth: int) -> int:
 def check_page(limit: int, offset: int) -> tuple[int, int]:
     if not 0 <= limit <= MAX_PAGE:
         raise BadParameter(f"limit={limit} is out of range 0..{MAX_PAGE}")
-    if offset < 0:
-        raise BadParameter(f"offset={offset} must not be negative")
+    if not 0 <= offset <= MAX_OFFSET:
+        raise BadParameter(f"offset={offset} is out of range 0..{MAX_OFFSET}")
     return limit, offset

@@ -20,7 +20,6 @@ import attrs
 from sqlalchemy import Connection, bindparam, text
 
 
-
 @attrs.frozen
 class FieldEdge:
     output_field: int
@@ -60,38 +59,74 @@ def _expanding(sql: str, *names: str) -> Any:
 
 # ---------------------------------------------------------------- table lineage
 
-_CONNECTED_JOBS = """
-WITH RECURSIVE reach(job_id, depth) AS (
-    SELECT id, 0 FROM jobs WHERE id IN :start
-    UNION
-    SELECT b.job_id, r.depth + 1
-    FROM reach r
-    JOIN job_io a ON a.job_id = r.job_id
-    JOIN job_io b ON b.dataset_id = a.dataset_id AND b.job_id <> r.job_id
-    WHERE r.depth < :depth
-)
-SELECT DISTINCT job_id FROM reach ORDER BY job_id
-"""
+# Ids per IN list: under SQLite's default bound-parameter limit (32,766) and small enough for PostgreSQL's planner.
+_IDS_PER_QUERY = 5_000
+
+
+def _ids_in_chunks(ids: Iterable[int]) -> Iterable[list[int]]:
+    ordered = sorted(ids)
+    for start in range(0, len(ordered), _IDS_PER_QUERY):
+        yield ordered[start : start + _IDS_PER_QUERY]
+
+
+def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int]) -> set[int]:
+    """DISTINCT `column` of the job_io rows whose `key` is one of `ids`."""
+    found: set[int] = set()
+    sql = _expanding(f"SELECT DISTINCT {column} FROM job_io WHERE {key} IN :ids", "ids")
+    for chunk in _ids_in_chunks(ids):
+        found.update(conn.execute(sql, {"ids": chunk}).scalars())
+    return found
 
 
 def jobs_touching(conn: Connection, dataset_id: int) -> list[int]:
     """Jobs that read or write the dataset."""
-    sql = text("SELECT DISTINCT job_id FROM job_io WHERE dataset_id = :dataset ORDER BY job_id")
-    return list(conn.execute(sql, {"dataset": dataset_id}).scalars())
+    return sorted(_column_of_io(conn, "job_id", "dataset_id", [dataset_id]))
 
 
 def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> list[int]:
-    """Jobs linked to `start_jobs` through shared datasets (either direction), within `depth` hops (Marquez /lineage)."""
-    if not start_jobs:
-        return []
-    return list(conn.execute(_expanding(_CONNECTED_JOBS, "start"), {"start": list(start_jobs), "depth": depth}).scalars())
+    """Jobs linked to `start_jobs` through shared datasets (either direction), within `depth` job hops
+    (Marquez /lineage). Breadth-first, one level per step: the jobs sharing a not yet seen dataset with the
+    newest jobs, so every job and dataset is expanded once however many paths lead to it. (A recursive
+    query over (job, depth) rows re-expands a job at every depth it is reached at, and a hub dataset shared
+    by n jobs multiplies that by n.)"""
+    reached = _existing_jobs(conn, start_jobs)
+    frontier, seen_datasets = set(reached), set[int]()
+    for _ in range(depth):
+        if len(frontier) <= _IDS_PER_QUERY and len(seen_datasets) <= _IDS_PER_QUERY:
+            # one round trip per level: what a chain of small jobs needs most
+            pairs = conn.execute(_NEXT_LEVEL, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
+            datasets, jobs = {dataset for dataset, _ in pairs}, {job for _, job in pairs}
+        else:  # the same in two steps, each in chunks of ids
+            datasets = _column_of_io(conn, "dataset_id", "job_id", frontier) - seen_datasets
+            jobs = _column_of_io(conn, "job_id", "dataset_id", datasets)
+        seen_datasets |= datasets
+        frontier = jobs - reached
+        if not frontier:
+            break
+        reached |= frontier
+    return sorted(reached)
+
+
+_NEXT_LEVEL = _expanding(
+    "SELECT DISTINCT near.dataset_id, far.job_id FROM job_io near JOIN job_io far ON far.dataset_id = near.dataset_id "
+    "WHERE near.job_id IN :frontier AND near.dataset_id NOT IN :seen",
+    "frontier",
+    "seen",
+)
+
+
+def _existing_jobs(conn: Connection, job_ids: Sequence[int]) -> set[int]:
+    found: set[int] = set()
+    sql = _expanding("SELECT id FROM jobs WHERE id IN :ids", "ids")
+    for chunk in _ids_in_chunks(job_ids):
+        found.update(conn.execute(sql, {"ids": chunk}).scalars())
+    return found
 
 
 def job_io_of(conn: Connection, job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
-    if not job_ids:
-        return []
-    sql = _expanding("SELECT job_id, dataset_id, direction FROM job_io WHERE job_id IN :jobs ORDER BY job_id, dataset_id", "jobs")
-    return [tuple(row) for row in conn.execute(sql, {"jobs": list(job_ids)})]
+    sql = _expanding("SELECT job_id, dataset_id, direction FROM job_io WHERE job_id IN :jobs", "jobs")
+    rows = [tuple(row) for chunk in _ids_in_chunks(job_ids) for row in conn.execute(sql, {"jobs": chunk})]
+    return sorted(rows)
 
 
 # upstream: from a dataset to the jobs that wrote it, to the datasets those jobs read
@@ -149,14 +184,16 @@ ORDER BY w.depth, cl.output_field_id, cl.input_field_id, cl.transformation_type,
 """
 
 
-def field_edges(conn: Connection, start_fields: Sequence[int], depth: int, upstream: bool, direct_only: bool = False) -> list[FieldEdge]:
+def field_edges(
+    conn: Connection, start_fields: Sequence[int], depth: int, upstream: bool, direct_only: bool = False
+) -> list[FieldEdge]:
     """Field-level edges reached from `start_fields` within `depth` steps (upstream: towards the sources)."""
     if not start_fields:
         return []
     near, far = ("output_field_id", "input_field_id") if upstream else ("input_field_id", "output_field_id")
     sql = _FIELD_WALK.format(near=near, far=far, direct="AND cl.transformation_type = 'DIRECT'" if direct_only else "")
     rows = conn.execute(_expanding(sql, "start"), {"start": list(start_fields), "depth": depth})
-    return [FieldEdge(*row[:5], bool(row[5]), row[6], row[7]) for row in rows]
+    return [FieldEdge(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7]) for row in rows]
 
 
 def dataset_level_inputs(conn: Connection, dataset_id: int) -> list[FieldEdge]:
@@ -166,8 +203,19 @@ def dataset_level_inputs(conn: Connection, dataset_id: int) -> list[FieldEdge]:
            FROM column_lineage WHERE output_dataset_id = :d AND output_field_id IS NULL
            ORDER BY input_field_id, transformation_type, transformation_subtype"""
     )
-    return [FieldEdge(output_field=0, input_field=row[5], type=row[0], subtype=row[1], description=row[2],
-                      masking=bool(row[3]), job_id=row[4], depth=1) for row in conn.execute(sql, {"d": dataset_id})]
+    return [
+        FieldEdge(
+            output_field=0,
+            input_field=row[5],
+            type=row[0],
+            subtype=row[1],
+            description=row[2],
+            masking=bool(row[3]),
+            job_id=row[4],
+            depth=1,
+        )
+        for row in conn.execute(sql, {"d": dataset_id})
+    ]
 
 
 @attrs.frozen
@@ -251,7 +299,9 @@ def produced_snapshots(conn: Connection, dataset_id: int, limit: int) -> list[tu
     return [tuple(row) for row in conn.execute(sql, {"d": dataset_id, "limit": limit})]
 
 
-def upstream_snapshot_sets(conn: Connection, dataset_id: int, snapshots: Sequence[str], depth: int) -> dict[str, dict[int, set[str]]]:
+def upstream_snapshot_sets(
+    conn: Connection, dataset_id: int, snapshots: Sequence[str], depth: int
+) -> dict[str, dict[int, set[str]]]:
     """For each given snapshot of a dataset: every upstream dataset's snapshot(s) it derives from (transitively),
     including itself."""
     if not snapshots:
@@ -274,7 +324,9 @@ def upstream_snapshot_sets(conn: Connection, dataset_id: int, snapshots: Sequenc
         "snaps",
     )
     found: dict[str, dict[int, set[str]]] = {snap: {} for snap in snapshots}
-    for origin, upstream_dataset, upstream_snapshot in conn.execute(sql, {"d": dataset_id, "snaps": list(snapshots), "depth": depth}):
+    for origin, upstream_dataset, upstream_snapshot in conn.execute(
+        sql, {"d": dataset_id, "snaps": list(snapshots), "depth": depth}
+    ):
         found[origin].setdefault(upstream_dataset, set()).add(upstream_snapshot)
     return found
 
@@ -301,4 +353,3 @@ def names(conn: Connection, table: Any, ids: Iterable[int | None]) -> dict[int, 
         f"SELECT t.id, n.name, t.name FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id WHERE t.id IN :ids", "ids"
     )
     return {row[0]: (row[1], row[2]) for row in conn.execute(sql, {"ids": wanted})}
-

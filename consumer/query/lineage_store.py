@@ -22,13 +22,16 @@ from sqlalchemy import Connection, select
 
 from consumer.query import graph
 from consumer.query.db import check_depth, iso, reading
-from consumer.query.errors import BadParameter, NotFound
+from consumer.query.errors import BadParameter, NotFound, SearchLimitReached
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.query.render import GraphEdge, GraphNode, Picture
 from consumer.store import schema as s
-from consumer.store.lookup import dataset_row_id
+from consumer.store.lookup import dataset_row_id, present
 
 ALIGNED_CANDIDATES = 50  # newest snapshots per table considered by aligned_start
+# Combinations aligned_start tries before it gives up: with nothing consistent, backtracking over n tables
+# could otherwise try up to ALIGNED_CANDIDATES ** n of them.
+ALIGNED_SEARCH_STEPS = 100_000
 ALIGNED_DEPTH = 30
 
 
@@ -47,9 +50,11 @@ def resolve_dataset(conn: Connection, table: str) -> int:
     by_name = list(conn.execute(select(s.datasets.c.id).where(s.datasets.c.name == table)).scalars())
     if not by_name and "." in table:
         database, _, name = table.rpartition(".")
-        by_name = list(conn.execute(
-            select(s.datasets.c.id).where(s.datasets.c.database_name == database, s.datasets.c.table_name == name)
-        ).scalars())
+        by_name = list(
+            conn.execute(
+                select(s.datasets.c.id).where(s.datasets.c.database_name == database, s.datasets.c.table_name == name)
+            ).scalars()
+        )
     if len(by_name) == 1:
         return by_name[0]
     if len(by_name) > 1:
@@ -57,11 +62,20 @@ def resolve_dataset(conn: Connection, table: str) -> int:
     raise NotFound(f"table {table!r} not found")
 
 
-def _dataset_ref(names: dict[int, tuple[str, str]], row_id: int | None) -> dict | None:
-    if row_id is None:
-        return None
+def _dataset_ref(names: dict[int, tuple[str, str]], row_id: int) -> dict:
     namespace, name = names[row_id]
     return {"namespace": namespace, "name": name, "nodeId": dataset_id(namespace, name)}
+
+
+def _rollback_to(snapshot: tuple[str, Any] | None) -> dict[str, Any]:
+    """The snapshot to roll a table back to, and when it was written (None: no earlier snapshot)."""
+    if snapshot is None:
+        return {"rollBackTo": None, "rollBackToCreatedAt": None}
+    return {"rollBackTo": snapshot[0], "rollBackToCreatedAt": iso(snapshot[1])}
+
+
+def _optional_dataset_ref(names: dict[int, tuple[str, str]], row_id: int | None) -> dict | None:
+    return None if row_id is None else _dataset_ref(names, row_id)
 
 
 def _job_ref(names: dict[int, tuple[str, str]], row_id: int) -> dict:
@@ -89,11 +103,17 @@ def table_lineage(store: Any, table: str, direction: str, depth: int) -> dict:
         "table": _dataset_ref(datasets, start),
         "direction": direction,
         "depth": depth,
-        "tables": sorted(({**_dataset_ref(datasets, d), "distance": dist} for d, dist in reached.items()),
-                         key=lambda t: (t["distance"], t["nodeId"])),
+        "tables": sorted(
+            ({**_dataset_ref(datasets, d), "distance": dist} for d, dist in reached.items()),
+            key=lambda t: (t["distance"], t["nodeId"]),
+        ),
         "edges": [
-            {"from": _dataset_ref(datasets, e.input_dataset), "job": _job_ref(jobs, e.job_id),
-             "to": _dataset_ref(datasets, e.output_dataset), "depth": e.depth}
+            {
+                "from": _optional_dataset_ref(datasets, e.input_dataset),
+                "job": _job_ref(jobs, e.job_id),
+                "to": _dataset_ref(datasets, e.output_dataset),
+                "depth": e.depth,
+            }
             for e in edges
         ],
     }
@@ -116,12 +136,13 @@ def column_lineage(store: Any, table: str, column: str, direction: str, depth: i
         start = conn.execute(
             select(s.dataset_fields.c.id).where(s.dataset_fields.c.dataset_id == dataset, s.dataset_fields.c.name == column)
         ).scalar()
-        if start is None:
-            raise NotFound(f"column {column!r} not found in table {table!r}")
+        start = present(start, f"column {column!r} not found in table {table!r}")
         edges = graph.field_edges(conn, [start], depth, upstream, direct_only)
         dataset_level = [] if (direct_only or not upstream or depth < 1) else graph.dataset_level_inputs(conn, dataset)
-        fields = graph.describe_fields(conn, [start] + [e.input_field for e in edges] + [e.output_field for e in edges]
-                                       + [e.input_field for e in dataset_level])
+        fields = graph.describe_fields(
+            conn,
+            [start] + [e.input_field for e in edges] + [e.output_field for e in edges] + [e.input_field for e in dataset_level],
+        )
         jobs = graph.names(conn, s.jobs, [e.job_id for e in edges + dataset_level])
     return {
         "column": _field_ref(fields[start]),
@@ -130,16 +151,28 @@ def column_lineage(store: Any, table: str, column: str, direction: str, depth: i
         "directOnly": direct_only,
         # INDIRECT inputs of the whole table (JOIN keys, FILTER, GROUP_BY, SORT): they shape every column
         "tableLevelInputs": [
-            {"from": _field_ref(fields[e.input_field]),
-             "transformation": {"type": e.type, "subtype": e.subtype, "description": e.description or "", "masking": e.masking},
-             "job": _job_ref(jobs, e.job_id)}
+            {
+                "from": _field_ref(fields[e.input_field]),
+                "transformation": {
+                    "type": e.type,
+                    "subtype": e.subtype,
+                    "description": e.description or "",
+                    "masking": e.masking,
+                },
+                "job": _job_ref(jobs, e.job_id),
+            }
             for e in dataset_level
         ],
         "edges": [
             {
                 "from": _field_ref(fields[e.input_field]),
                 "to": _field_ref(fields[e.output_field]),
-                "transformation": {"type": e.type, "subtype": e.subtype, "description": e.description or "", "masking": e.masking},
+                "transformation": {
+                    "type": e.type,
+                    "subtype": e.subtype,
+                    "description": e.description or "",
+                    "masking": e.masking,
+                },
                 "job": _job_ref(jobs, e.job_id),
                 "depth": e.depth,
             }
@@ -212,7 +245,7 @@ def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> d
         for x in steps:
             known = affected[x.output_dataset].get(x.output_snapshot)
             affected[x.output_dataset][x.output_snapshot] = min(known, x.created_at) if known else x.created_at
-        rollback = {}
+        rollback: dict[int, tuple[str, Any] | None] = {}
         for target, snaps in affected.items():
             rollback[target] = graph.last_snapshot_before(conn, target, snaps, min(snaps.values()))
         root_created = _snapshot_created(conn, dataset, snapshot)
@@ -233,17 +266,22 @@ def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> d
                 {
                     **_dataset_ref(datasets, target),
                     "derivedSnapshots": sorted(snaps, key=lambda snap: (snaps[snap], snap)),
-                    "rollBackTo": rollback[target][0] if rollback[target] else None,
-                    "rollBackToCreatedAt": iso(rollback[target][1]) if rollback[target] else None,
+                    **_rollback_to(rollback[target]),
                 }
                 for target, snaps in affected.items()
             ),
             key=lambda t: t["nodeId"],
         ),
         "jobs": sorted(
-            ({**_job_ref(jobs, job), "restartFromBatch": x.barrier_id, "runId": runs[x.run_id],
-              "firstBadInput": {**_dataset_ref(datasets, x.input_dataset), "snapshot": x.input_snapshot}}
-             for job, x in restarts.items()),
+            (
+                {
+                    **_job_ref(jobs, job),
+                    "restartFromBatch": x.barrier_id,
+                    "runId": runs[x.run_id],
+                    "firstBadInput": {**_dataset_ref(datasets, x.input_dataset), "snapshot": x.input_snapshot},
+                }
+                for job, x in restarts.items()
+            ),
             key=lambda j: j["nodeId"],
         ),
         "steps": [_step(x, datasets, jobs, runs) for x in steps],
@@ -252,16 +290,18 @@ def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> d
 
 def _snapshot_created(conn: Connection, dataset: int, snapshot: str) -> Any:
     return conn.execute(
-        select(s.snapshot_lineage.c.created_at).where(
-            s.snapshot_lineage.c.dataset_id == dataset, s.snapshot_lineage.c.snapshot_id == snapshot
-        ).order_by(s.snapshot_lineage.c.created_at).limit(1)
+        select(s.snapshot_lineage.c.created_at)
+        .where(s.snapshot_lineage.c.dataset_id == dataset, s.snapshot_lineage.c.snapshot_id == snapshot)
+        .order_by(s.snapshot_lineage.c.created_at)
+        .limit(1)
     ).scalar()
 
 
-def aligned_start(store: Any, tables: Sequence[str]) -> dict:
+def aligned_start(store: Any, tables: Sequence[str], max_steps: int = ALIGNED_SEARCH_STEPS) -> dict:
     """The newest snapshots of `tables`, one each, that are mutually consistent: wherever two of them derive
     from the same upstream table, they derive from the same snapshot of it (and a table that is upstream
-    of another is taken at the snapshot the other derives from)."""
+    of another is taken at the snapshot the other derives from). Raises `SearchLimitReached` after
+    `max_steps` candidate checks without an answer either way."""
     if not tables:
         raise BadParameter("aligned start needs at least one table")
     with reading(store) as conn:
@@ -272,20 +312,21 @@ def aligned_start(store: Any, tables: Sequence[str]) -> dict:
             upstream = graph.upstream_snapshot_sets(conn, dataset, [p[0] for p in produced], ALIGNED_DEPTH)
             candidates.append([(snap, created, upstream.get(snap, {dataset: {snap}})) for snap, created, *_ in produced])
         datasets = graph.names(conn, s.datasets, ids)
-    choice = _newest_consistent(candidates)
+    choice = _newest_consistent(candidates, max_steps)
     result = {"tables": [_dataset_ref(datasets, d) for d in ids], "consistent": choice is not None, "snapshots": []}
     if choice is not None:
         result["snapshots"] = [
             {**_dataset_ref(datasets, d), "snapshot": snap, "createdAt": iso(created)}
-            for d, (snap, created, _) in zip(ids, choice)
+            for d, (snap, created, _) in zip(ids, choice, strict=True)
         ]
     return result
 
 
-def _newest_consistent(candidates: list[list[tuple[str, Any, dict[int, set[str]]]]]) -> list | None:
+def _newest_consistent(candidates: list[list[tuple[str, Any, dict[int, set[str]]]]], max_steps: int) -> list | None:
     """Depth-first over the tables, newest candidate first, so the first full assignment is the newest
-    on the earliest tables; backtracks on conflicts."""
+    on the earliest tables; backtracks on conflicts, at most `max_steps` candidate checks."""
     chosen: list = []
+    steps = 0
 
     def consistent(upstream: dict[int, set[str]]) -> bool:
         for _, _, other in chosen:
@@ -297,7 +338,14 @@ def _newest_consistent(candidates: list[list[tuple[str, Any, dict[int, set[str]]
     def search(index: int) -> bool:
         if index == len(candidates):
             return True
+        nonlocal steps
         for candidate in candidates[index]:
+            steps += 1
+            if steps > max_steps:
+                raise SearchLimitReached(
+                    f"aligned start of {len(candidates)} tables gave up after {max_steps:,} candidate checks without "
+                    "finding mutually consistent snapshots or ruling them out; ask for fewer tables at a time"
+                )
             if consistent(candidate[2]):
                 chosen.append(candidate)
                 if search(index + 1):
@@ -319,11 +367,16 @@ def picture(store: Any, node_text: str, depth: int, kind: str = "table") -> Pict
         return _column_picture(store, node, depth)
     if node.kind == "job":
         with reading(store) as conn:
-            outputs = conn.execute(
-                select(s.job_io.c.dataset_id).join(s.jobs, s.jobs.c.id == s.job_io.c.job_id)
-                .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-                .where(s.namespaces.c.name == node.namespace, s.jobs.c.name == node.name)
-            ).scalars().all()
+            outputs = (
+                conn.execute(
+                    select(s.job_io.c.dataset_id)
+                    .join(s.jobs, s.jobs.c.id == s.job_io.c.job_id)
+                    .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
+                    .where(s.namespaces.c.name == node.namespace, s.jobs.c.name == node.name)
+                )
+                .scalars()
+                .all()
+            )
             if not outputs:
                 raise NotFound(f"job '{node.name}' not found in namespace '{node.namespace}' (or it has no datasets)")
         tables = [f"dataset:{n}:{m}" for n, m in _names_of(store, outputs)]
@@ -368,4 +421,6 @@ def _column_picture(store: Any, node: Any, depth: int) -> Picture:
                 nodes.setdefault(end["nodeId"], GraphNode(end["nodeId"], f"{end['dataset']}.{end['field']}", "FIELD"))
             t = e["transformation"]
             edges.add(GraphEdge(e["from"]["nodeId"], e["to"]["nodeId"], "/".join(p for p in (t["type"], t["subtype"]) if p)))
-    return Picture(tuple(sorted(nodes.values(), key=lambda n: n.id)), tuple(sorted(edges, key=lambda e: (e.source, e.target, e.label))))
+    return Picture(
+        tuple(sorted(nodes.values(), key=lambda n: n.id)), tuple(sorted(edges, key=lambda e: (e.source, e.target, e.label)))
+    )

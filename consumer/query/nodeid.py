@@ -68,8 +68,10 @@ def parse_node_id(text: str) -> NodeId:
         raise BadParameter(f"malformed nodeId {text!r}: unknown node type {kind!r}")
     rest, version = _split_version(rest)
     namespace, name = _split_namespace(rest, text)
-    if kind != "datasetField":
-        return NodeId(kind=kind, namespace=namespace, name=name, version=version)
+    if kind == "dataset":
+        return NodeId(kind="dataset", namespace=namespace, name=name, version=version)
+    if kind == "job":
+        return NodeId(kind="job", namespace=namespace, name=name, version=version)
     dataset, sep, field = name.rpartition(":")
     if not sep or not dataset or not field:
         raise BadParameter(f"malformed nodeId {text!r}: expected datasetField:NAMESPACE:DATASET:FIELD")

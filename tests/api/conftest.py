@@ -1,10 +1,8 @@
 """An API client over a real store (SQLite and PostgreSQL) filled through the consumer's own ingestion with
-Marquez's demo seed, every shared OpenLineage sample and our Spark-like pipeline."""
+Marquez's demo seed, every third-party OpenLineage sample (tests/fixtures/external) and our Spark-like pipeline."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,19 +12,12 @@ from consumer.api import create_app
 from tests.api.shapes import shape_errors
 from tests.query.pipeline import events as pipeline_events
 from tests.query.pipeline import ingest
-
-
-def shared_events(shared_dir: Path) -> list[dict]:
-    loaded = json.loads((shared_dir / "marquez" / "metadata.json").read_text())
-    for path in sorted((shared_dir / "openlineage-samples").glob("*.json")):
-        data = json.loads(path.read_text())
-        loaded += data if isinstance(data, list) else [data]
-    return loaded
+from tests.support.paths import MARQUEZ_OPENAPI, third_party_events
 
 
 @pytest.fixture
-def filled_store(store, shared_dir):
-    ingest(store, shared_events(shared_dir))
+def filled_store(store):
+    ingest(store, third_party_events())
     ingest(store, pipeline_events())
     return store
 
@@ -38,11 +29,9 @@ def client(filled_store):
 
 
 @pytest.fixture
-def check_shape(shared_dir):
-    spec = shared_dir / "marquez" / "openapi.yml"
-
+def check_shape():
     def check(schema_name: str, body: Any) -> Any:
-        errors = shape_errors(spec, schema_name, body)
+        errors = shape_errors(MARQUEZ_OPENAPI, schema_name, body)
         assert not errors, "\n".join(errors[:15])
         return body
 

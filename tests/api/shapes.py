@@ -1,4 +1,4 @@
-"""Response shapes from Marquez's own OpenAPI spec (../shared/marquez/openapi.yml), as JSON Schema.
+"""Response shapes from Marquez's own OpenAPI spec (tests/fixtures/external/marquez/openapi.yml), as JSON Schema.
 
 Conversions, each because Marquez's real responses need it:
 - Marquez serializes absent values as null (even `required` ones such as DatasetVersion.description), so every
@@ -21,28 +21,68 @@ import yaml
 from jsonschema import Draft202012Validator
 
 EXTRA_SCHEMAS: dict[str, Any] = {
-    "JobListAll": {"type": "object", "required": ["jobs", "totalCount"],
-                   "properties": {"jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
-                                  "totalCount": {"type": "integer"}}},
-    "LineageMetrics": {"type": "array", "items": {
-        "type": "object", "required": ["startInterval", "endInterval", "fail", "start", "complete", "abort"],
-        "properties": {"startInterval": {"type": "string"}, "endInterval": {"type": "string"},
-                       **{k: {"type": "integer"} for k in ("fail", "start", "complete", "abort")}}}},
-    "IntervalMetrics": {"type": "array", "items": {
-        "type": "object", "required": ["startInterval", "endInterval", "count"],
-        "properties": {"startInterval": {"type": "string"}, "endInterval": {"type": "string"}, "count": {"type": "integer"}}}},
+    "JobListAll": {
+        "type": "object",
+        "required": ["jobs", "totalCount"],
+        "properties": {
+            "jobs": {"type": "array", "items": {"$ref": "#/components/schemas/Job"}},
+            "totalCount": {"type": "integer"},
+        },
+    },
+    "LineageMetrics": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["startInterval", "endInterval", "fail", "start", "complete", "abort"],
+            "properties": {
+                "startInterval": {"type": "string"},
+                "endInterval": {"type": "string"},
+                **{k: {"type": "integer"} for k in ("fail", "start", "complete", "abort")},
+            },
+        },
+    },
+    "IntervalMetrics": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["startInterval", "endInterval", "count"],
+            "properties": {"startInterval": {"type": "string"}, "endInterval": {"type": "string"}, "count": {"type": "integer"}},
+        },
+    },
     # what marquez-web's column-lineage graph reads from a DATASET_FIELD node's data
-    "ColumnLineageNodeData": {"type": "object", "required": ["namespace", "dataset", "field", "inputFields"],
-        "properties": {"type": {"enum": ["DATASET_FIELD"]}, "namespace": {"type": "string"}, "dataset": {"type": "string"},
-                       "field": {"type": "string"}, "fieldType": {"type": ["string", "null"]},
-                       "inputFields": {"type": "array", "items": {"type": "object",
-                           "required": ["namespace", "dataset", "field", "transformations"],
-                           "properties": {"namespace": {"type": "string"}, "dataset": {"type": "string"},
-                                          "field": {"type": "string"},
-                                          "transformations": {"type": "array", "minItems": 1, "items": {
-                                              "type": "object", "required": ["type", "subtype", "description", "masking"]}}}}}}},
-    "Error": {"type": "object", "required": ["code", "message"],
-              "properties": {"code": {"type": "integer"}, "message": {"type": "string"}}},
+    "ColumnLineageNodeData": {
+        "type": "object",
+        "required": ["namespace", "dataset", "field", "inputFields"],
+        "properties": {
+            "type": {"enum": ["DATASET_FIELD"]},
+            "namespace": {"type": "string"},
+            "dataset": {"type": "string"},
+            "field": {"type": "string"},
+            "fieldType": {"type": ["string", "null"]},
+            "inputFields": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["namespace", "dataset", "field", "transformations"],
+                    "properties": {
+                        "namespace": {"type": "string"},
+                        "dataset": {"type": "string"},
+                        "field": {"type": "string"},
+                        "transformations": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {"type": "object", "required": ["type", "subtype", "description", "masking"]},
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "Error": {
+        "type": "object",
+        "required": ["code", "message"],
+        "properties": {"code": {"type": "integer"}, "message": {"type": "string"}},
+    },
 }
 
 

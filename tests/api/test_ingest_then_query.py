@@ -1,5 +1,5 @@
-"""Events posted to the ingestion route (engineer D's router, included behind our bearer token) are
-answered by the read routes."""
+"""Events posted to the ingestion route (POST /api/v1/lineage, behind the bearer token) are answered by
+the read routes."""
 
 from __future__ import annotations
 

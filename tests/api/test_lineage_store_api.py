@@ -10,7 +10,9 @@ BASE = "/api/v1/lineage-store"
 def test_routes_answer_the_questions(client):
     columns = client.get(f"{BASE}/columns", params={"table": "file:/lake/gold", "column": "total", "directOnly": "true"}).json()
     assert {e["transformation"]["subtype"] for e in columns["edges"]} == {"AGGREGATION", "TRANSFORMATION", "IDENTITY"}
-    snapshots = client.get(f"{BASE}/snapshots", params={"table": "file:/lake/src", "snapshot": "src-2", "direction": "downstream"}).json()
+    snapshots = client.get(
+        f"{BASE}/snapshots", params={"table": "file:/lake/src", "snapshot": "src-2", "direction": "downstream"}
+    ).json()
     assert sorted(x["to"]["snapshot"] for x in snapshots["steps"]) == ["b2", "g2", "s2"]
     aligned = client.get(f"{BASE}/aligned-start", params=[("table", "file:/lake/bronze"), ("table", "file:/lake/silver")]).json()
     assert [x["snapshot"] for x in aligned["snapshots"]] == ["b2", "s2"]

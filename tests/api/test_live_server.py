@@ -2,41 +2,22 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from types import SimpleNamespace
 
 import httpx
 import pytest
-import uvicorn
 from marquez_client import MarquezClient
 
 from consumer.api import create_app
+from tests.support.server import serving
 
 TOKEN = "s3cret-token"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def server_url(filled_store):
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(filled_store, SimpleNamespace(api_token=TOKEN)),
-                                           host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:  # startup wait, not a timed assertion
-        if not thread.is_alive():
-            pytest.fail("uvicorn did not start")
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join()
+    with serving(create_app(filled_store, SimpleNamespace(api_token=TOKEN))) as url:
+        yield url
 
 
 def test_marquez_python_client_reads_everything(server_url):
@@ -64,11 +45,18 @@ def test_marquez_python_client_reads_everything(server_url):
 
 def test_live_lineage_store_routes_svg_and_docs(server_url):
     up = httpx.get(f"{server_url}/api/v1/lineage-store/tables", params={"table": "file:/lake/gold", "direction": "upstream"})
-    assert up.status_code == 200 and {t["name"] for t in up.json()["tables"]} == {"/lake/silver", "/lake/dim", "/lake/bronze", "/lake/src"}
+    assert up.status_code == 200 and {t["name"] for t in up.json()["tables"]} == {
+        "/lake/silver",
+        "/lake/dim",
+        "/lake/bronze",
+        "/lake/src",
+    }
     svg = httpx.get(f"{server_url}/api/v1/lineage-store/graph.svg", params={"nodeId": "dataset:file:/lake/silver"})
     assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml") and svg.text.startswith("<svg")
     docs = httpx.get(f"{server_url}/openapi.json").json()
-    assert {"/api/v1/lineage-store/correction-plan", "/api/v1/lineage-store/aligned-start", "/api/v1/lineage"} <= set(docs["paths"])
+    assert {"/api/v1/lineage-store/correction-plan", "/api/v1/lineage-store/aligned-start", "/api/v1/lineage"} <= set(
+        docs["paths"]
+    )
     assert httpx.get(f"{server_url}/docs").status_code == 200
 
 

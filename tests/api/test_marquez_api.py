@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from datetime import datetime, timezone
 from urllib.parse import quote
 
+from fastapi.testclient import TestClient
+
+from consumer.api import create_app
 from tests.api.shapes import graph_node_errors
+from tests.query.pipeline import ingest
+from tests.support.paths import MARQUEZ_DEMO_EVENTS
 
 FOOD = "food_delivery"
 
@@ -67,7 +74,9 @@ def test_table_lineage_graph(client, check_shape):
     nodes = {n["id"]: n for n in body["graph"]}
     job = nodes[f"job:{FOOD}:etl_delivery_7_days"]
     assert job["type"] == "JOB" and job["data"]["type"] == "BATCH"
-    assert {"origin": f"job:{FOOD}:etl_delivery_7_days", "destination": f"dataset:{FOOD}:public.delivery_7_days"} in job["outEdges"]
+    assert {"origin": f"job:{FOOD}:etl_delivery_7_days", "destination": f"dataset:{FOOD}:public.delivery_7_days"} in job[
+        "outEdges"
+    ]
     assert nodes[f"dataset:{FOOD}:public.delivery_7_days"]["data"]["type"] == "DB_TABLE"
     assert f"dataset:{FOOD}:public.orders" in nodes  # transitive
     shallow = _get(client, "/api/v1/lineage", nodeId=f"dataset:{FOOD}:public.delivery_7_days", depth=0)
@@ -75,22 +84,30 @@ def test_table_lineage_graph(client, check_shape):
 
 
 def test_column_lineage_graph_keeps_transformations(client):
-    body = _get(client, "/api/v1/column-lineage", nodeId=f"datasetField:file:/lake/gold:total", depth=10, withDownstream="false")
+    body = _get(client, "/api/v1/column-lineage", nodeId="datasetField:file:/lake/gold:total", depth=10, withDownstream="false")
     for node in body["graph"]:
         assert not graph_node_errors_for(client, node)
     nodes = {n["id"]: n for n in body["graph"]}
     total = nodes["datasetField:file:/lake/gold:total"]
-    assert {"origin": "datasetField:file:/lake/gold:total", "destination": "datasetField:file:/lake/silver:amount_cents"} in total["inEdges"]
+    assert {
+        "origin": "datasetField:file:/lake/gold:total",
+        "destination": "datasetField:file:/lake/silver:amount_cents",
+    } in total["inEdges"]
     [aggregated] = [i for i in total["data"]["inputFields"] if i["field"] == "amount_cents"]
-    assert aggregated["transformations"] == [{"type": "DIRECT", "subtype": "AGGREGATION", "description": "sum(amount_cents)", "masking": False}]
+    assert aggregated["transformations"] == [
+        {"type": "DIRECT", "subtype": "AGGREGATION", "description": "sum(amount_cents)", "masking": False}
+    ]
     assert "datasetField:file:/lake/src:amount" in nodes  # three steps up
-    downstream = _get(client, "/api/v1/column-lineage", nodeId="datasetField:file:/lake/bronze:amount", depth=10, withDownstream="true")
+    downstream = _get(
+        client, "/api/v1/column-lineage", nodeId="datasetField:file:/lake/bronze:amount", depth=10, withDownstream="true"
+    )
     assert "datasetField:file:/lake/gold:total" in {n["id"] for n in downstream["graph"]}
 
 
 def graph_node_errors_for(client, node):
-    from tests.support.paths import SHARED_DIR
-    return graph_node_errors(SHARED_DIR / "marquez" / "openapi.yml", node)
+    from tests.support.paths import MARQUEZ_OPENAPI
+
+    return graph_node_errors(MARQUEZ_OPENAPI, node)
 
 
 def test_namespace_with_host_and_port_in_node_ids(client):
@@ -106,7 +123,14 @@ def test_events_window_paging_and_order(client, check_shape):
     body = check_shape("LineageEventList", _get(client, "/api/v1/events/lineage", limit=5))
     times = [e["eventTime"] for e in body["events"]]
     assert len(times) == 5 and body["totalCount"] > 5
-    window = _get(client, "/api/v1/events/lineage", after="2026-01-01T00:00:00Z", before="2026-01-01T02:00:00Z", sortDirection="asc", limit=100)
+    window = _get(
+        client,
+        "/api/v1/events/lineage",
+        after="2026-01-01T00:00:00Z",
+        before="2026-01-01T02:00:00Z",
+        sortDirection="asc",
+        limit=100,
+    )
     assert window["totalCount"] == 6  # batch 1 of the three pipeline jobs, START and COMPLETE
     assert [e["job"]["name"] for e in window["events"]][::2] == ["etl.ingest", "etl.refine", "etl.publish"]
 
@@ -119,19 +143,50 @@ def test_search(client, check_shape):
     assert datasets["results"][0]["nodeId"] == f"dataset:{FOOD}:public.delivery_7_days"
 
 
-def test_stats(client, check_shape):
-    check_shape("LineageMetrics", _get(client, "/api/v1/stats/lineage-events", period="DAY", timezone="UTC"))
-    week = check_shape("IntervalMetrics", _get(client, "/api/v1/stats/jobs", period="WEEK"))
-    assert len(week) == 7 and week[-1]["count"] >= 13
-    check_shape("IntervalMetrics", _get(client, "/api/v1/stats/datasets", period="DAY"))
+def _demo_client(store, now: datetime) -> TestClient:
+    """Marquez's demo seed only (26 events, 13 jobs, 13 datasets, all between 00:00 and 00:10 UTC on
+    2024-01-01), served by an app whose clock says `now`."""
+    ingest(store, json.loads(MARQUEZ_DEMO_EVENTS.read_text()))
+    return TestClient(create_app(store, clock=lambda: now), raise_server_exceptions=False)
+
+
+def test_stats_count_the_events_and_entities_of_each_interval(store, check_shape):
+    client = _demo_client(store, datetime(2024, 1, 1, 5, 30, tzinfo=timezone.utc))
+    day = check_shape("LineageMetrics", _get(client, "/api/v1/stats/lineage-events", period="DAY", timezone="UTC"))
+    assert [(b["startInterval"][:19], b["endInterval"][:19]) for b in (day[0], day[-1])] == [
+        ("2023-12-31T06:00:00", "2023-12-31T07:00:00"),
+        ("2024-01-01T05:00:00", "2024-01-01T06:00:00"),
+    ]
+    counts = [(b["start"], b["complete"], b["fail"], b["abort"]) for b in day]
+    assert counts == [(0, 0, 0, 0)] * 18 + [(13, 13, 0, 0)] + [(0, 0, 0, 0)] * 5
+    # in UTC+05:30 it is 11:00 and the events fall in the local 05:00 hour: six hours back
+    kolkata = _get(client, "/api/v1/stats/lineage-events", period="DAY", timezone="Asia/Kolkata")
+    assert [b["start"] for b in kolkata] == [0] * 17 + [13] + [0] * 6
+    assert kolkata[17]["startInterval"].startswith("2023-12-31T23:30:00"), "intervals are written in UTC"
+    jobs = check_shape("IntervalMetrics", _get(client, "/api/v1/stats/jobs", period="WEEK"))
+    assert [b["count"] for b in jobs] == [0] * 6 + [13]
+    datasets = check_shape("IntervalMetrics", _get(client, "/api/v1/stats/datasets", period="DAY"))
+    # 13 inputs/outputs plus public.menu_item_id, which the seed's column lineage names as an input
+    assert [b["count"] for b in datasets] == [0] * 18 + [14] * 6
+
+
+def test_stats_window_moves_with_the_clock(store):
+    client = _demo_client(store, datetime(2024, 1, 3, 12, 0, tzinfo=timezone.utc))
+    day = _get(client, "/api/v1/stats/lineage-events", period="DAY", timezone="UTC")
+    assert sum(b["start"] + b["complete"] for b in day) == 0, "the events are more than 24 hours old"
+    assert [b["count"] for b in _get(client, "/api/v1/stats/jobs", period="WEEK")] == [0] * 4 + [13] * 3
 
 
 def test_errors_are_404_and_400_with_messages_and_no_traces(client, check_shape):
     missing = client.get("/api/v1/namespaces/nope/jobs/none")
     assert missing.status_code == 404 and "none" in check_shape("Error", missing.json())["message"]
     assert client.get("/api/v1/lineage", params={"nodeId": "dataset:food_delivery:nope"}).status_code == 404
-    for params in ({"nodeId": "table:x:y"}, {"nodeId": "dataset:onlyone"}, {"nodeId": f"dataset:{FOOD}:public.orders", "depth": "-1"},
-                   {"nodeId": f"dataset:{FOOD}:public.orders", "depth": "many"}):
+    for params in (
+        {"nodeId": "table:x:y"},
+        {"nodeId": "dataset:onlyone"},
+        {"nodeId": f"dataset:{FOOD}:public.orders", "depth": "-1"},
+        {"nodeId": f"dataset:{FOOD}:public.orders", "depth": "many"},
+    ):
         response = client.get("/api/v1/lineage", params=params)
         assert response.status_code == 400, params
         assert "Traceback" not in response.text and check_shape("Error", response.json())["message"]

@@ -23,18 +23,49 @@ GOLD = f"/api/v1/namespaces/file/datasets/{quote('/lake/gold', safe='')}"
 JOB = f"/api/v1/namespaces/{FOOD}/jobs/etl_delivery_7_days"
 DATASET = f"/api/v1/namespaces/{FOOD}/datasets/public.delivery_7_days"
 
-_NAME_FIELDS = {"run_id": {"type": ["string", "null"]}, "name": {"type": "string"}, "namespace": {"type": "string"},
-                "eventType": {"enum": ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", None]}, "facets": {"type": "object"}}
+_NAME_FIELDS = {
+    "run_id": {"type": ["string", "null"]},
+    "name": {"type": "string"},
+    "namespace": {"type": "string"},
+    "eventType": {"enum": ["START", "RUNNING", "COMPLETE", "FAIL", "ABORT", None]},
+    "facets": {"type": "object"},
+}
 # marquez-web web/src/types/api.ts: JobHit, DatasetHit and the per-hit highlight maps
 OPEN_SEARCH_RESULT = {
-    "JOB": {"type": "object", "required": ["hits", "highlights"], "additionalProperties": False, "properties": {
-        "hits": {"type": "array", "items": {"type": "object", "required": ["run_id", "name", "namespace", "eventType", "type", "runFacets"],
-                                            "properties": {**_NAME_FIELDS, "type": {"type": "string"}, "runFacets": {"type": "object"}}}},
-        "highlights": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}}},
-    "DATASET": {"type": "object", "required": ["hits", "highlights"], "additionalProperties": False, "properties": {
-        "hits": {"type": "array", "items": {"type": "object", "required": ["run_id", "name", "namespace", "eventType"],
-                                            "properties": _NAME_FIELDS}},
-        "highlights": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}}}}},
+    "JOB": {
+        "type": "object",
+        "required": ["hits", "highlights"],
+        "additionalProperties": False,
+        "properties": {
+            "hits": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["run_id", "name", "namespace", "eventType", "type", "runFacets"],
+                    "properties": {**_NAME_FIELDS, "type": {"type": "string"}, "runFacets": {"type": "object"}},
+                },
+            },
+            "highlights": {
+                "type": "array",
+                "items": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+            },
+        },
+    },
+    "DATASET": {
+        "type": "object",
+        "required": ["hits", "highlights"],
+        "additionalProperties": False,
+        "properties": {
+            "hits": {
+                "type": "array",
+                "items": {"type": "object", "required": ["run_id", "name", "namespace", "eventType"], "properties": _NAME_FIELDS},
+            },
+            "highlights": {
+                "type": "array",
+                "items": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}},
+            },
+        },
+    },
 }
 
 
@@ -50,7 +81,10 @@ def _ok(response):
 
 
 def _open_search_result(kind, body):
-    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in Draft202012Validator(OPEN_SEARCH_RESULT[kind]).iter_errors(body)]
+    errors = [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+        for e in Draft202012Validator(OPEN_SEARCH_RESULT[kind]).iter_errors(body)
+    ]
     assert not errors, "\n".join(errors[:10])
     assert len(body["hits"]) == len(body["highlights"])
     return body
@@ -85,9 +119,16 @@ def test_v2beta_dataset_search_answers_hits_with_highlights(client):
 
 
 def test_tag_writes_need_the_bearer_token(guarded_client):
-    for method, path in (("PUT", "/api/v1/tags/PII"), ("DELETE", "/api/v1/tags/PII"), ("POST", f"{JOB}/tags/PII"),
-                         ("PUT", f"{JOB}/tags/PII"), ("DELETE", f"{JOB}/tags/PII"), ("POST", f"{DATASET}/tags/PII"),
-                         ("DELETE", f"{DATASET}/tags/PII"), ("POST", f"{GOLD}/fields/total/tags/PII")):
+    for method, path in (
+        ("PUT", "/api/v1/tags/PII"),
+        ("DELETE", "/api/v1/tags/PII"),
+        ("POST", f"{JOB}/tags/PII"),
+        ("PUT", f"{JOB}/tags/PII"),
+        ("DELETE", f"{JOB}/tags/PII"),
+        ("POST", f"{DATASET}/tags/PII"),
+        ("DELETE", f"{DATASET}/tags/PII"),
+        ("POST", f"{GOLD}/fields/total/tags/PII"),
+    ):
         assert guarded_client.request(method, path).status_code == 401, (method, path)
     assert "PII" not in _ok(guarded_client.get(JOB))["tags"]
     assert "PII" not in [t["name"] for t in _ok(guarded_client.get("/api/v1/tags"))["tags"]]

@@ -19,8 +19,13 @@ from consumer.materialize import materialize
 from tests.support.events import BASE_TIME, batch_write, table, transformation, with_column_lineage
 
 SRC, BRONZE, SILVER, GOLD, DIM = "/lake/src", "/lake/bronze", "/lake/silver", "/lake/gold", "/lake/dim"
-COLUMNS = {SRC: ["id", "amount", "country"], BRONZE: ["id", "amount", "country"], SILVER: ["id", "amount_cents", "country"],
-           GOLD: ["country", "total", "country_name"], DIM: ["country", "name"]}
+COLUMNS = {
+    SRC: ["id", "amount", "country"],
+    BRONZE: ["id", "amount", "country"],
+    SILVER: ["id", "amount_cents", "country"],
+    GOLD: ["country", "total", "country_name"],
+    DIM: ["country", "name"],
+}
 SNAP = {SRC: "src-{k}", BRONZE: "b{k}", SILVER: "s{k}", GOLD: "g{k}", DIM: "dim-1"}
 
 # output -> output column -> [(input location, input column, transformation)]
@@ -29,13 +34,17 @@ LINEAGE: dict[str, dict[str, list[tuple[str, str, dict[str, Any]]]]] = {
     SILVER: {
         "id": [(BRONZE, "id", transformation())],
         "amount_cents": [(BRONZE, "amount", transformation("DIRECT", "TRANSFORMATION", "amount * 100"))],
-        "country": [(BRONZE, "country", transformation()),
-                    (BRONZE, "amount", transformation("INDIRECT", "FILTER", "amount > 0"))],
+        "country": [
+            (BRONZE, "country", transformation()),
+            (BRONZE, "amount", transformation("INDIRECT", "FILTER", "amount > 0")),
+        ],
     },
     GOLD: {
         "country": [(SILVER, "country", transformation())],
-        "total": [(SILVER, "amount_cents", transformation("DIRECT", "AGGREGATION", "sum(amount_cents)")),
-                  (SILVER, "country", transformation("INDIRECT", "GROUP_BY"))],
+        "total": [
+            (SILVER, "amount_cents", transformation("DIRECT", "AGGREGATION", "sum(amount_cents)")),
+            (SILVER, "country", transformation("INDIRECT", "GROUP_BY")),
+        ],
         "country_name": [(DIM, "name", transformation(masking=True))],
     },
 }
@@ -57,8 +66,9 @@ def lake_table(location: str, batch: int | None = None) -> dict[str, Any]:
 
 
 def _written(output: str, read: dict[str, dict[str, Any]], batch: int) -> dict[str, Any]:
-    lineage = {column: [(read[location], field, how) for location, field, how in sources]
-               for column, sources in LINEAGE[output].items()}
+    lineage = {
+        column: [(read[location], field, how) for location, field, how in sources] for column, sources in LINEAGE[output].items()
+    }
     indirect = [(read[location], field, subtype) for location, field, subtype in DATASET_LINEAGE.get(output, [])]
     return with_column_lineage(lake_table(output, batch), lineage, indirect)
 
@@ -70,9 +80,14 @@ def events() -> list[dict[str, Any]]:
             if k > batches:
                 continue
             read = {location: lake_table(location, k) for location in inputs}
-            produced += batch_write(job, list(read.values()), _written(output, read, k),
-                                    run_id=str(uuid.UUID(int=k * 100 + step)),
-                                    start=BASE_TIME + timedelta(hours=k, minutes=10 * step), duration=timedelta(minutes=5))
+            produced += batch_write(
+                job,
+                list(read.values()),
+                _written(output, read, k),
+                run_id=str(uuid.UUID(int=k * 100 + step)),
+                start=BASE_TIME + timedelta(hours=k, minutes=10 * step),
+                duration=timedelta(minutes=5),
+            )
     return produced
 
 

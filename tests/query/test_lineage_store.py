@@ -8,16 +8,17 @@ import pytest
 
 from consumer.query import lineage_store as ls
 from consumer.query.cli import main
-from consumer.query.errors import BadParameter, NotFound
+from consumer.query.errors import BadParameter, NotFound, SearchLimitReached
 from tests.query.pipeline import BRONZE, DIM, GOLD, SILVER, SRC, events, ingest, lake_table
 from tests.support.events import BASE_TIME, run_event
+from tests.support.spec import assert_valid_event
 
 
 @pytest.fixture
-def pipeline_store(store, openlineage_spec):
+def pipeline_store(store):
     produced = events()
     for event in produced:
-        openlineage_spec(event)
+        assert_valid_event(event)
     ingest(store, produced)
     return store
 
@@ -42,8 +43,14 @@ def test_downstream_tables_respect_the_depth_limit(pipeline_store):
 
 def test_a_cycle_terminates_and_each_table_appears_once(store):
     cyclic = [
-        run_event("COMPLETE", f"loop{i}", [lake_table(a)], [lake_table(b)],
-                  run_id=f"00000000-0000-0000-0000-00000000000{i}", at=BASE_TIME)
+        run_event(
+            "COMPLETE",
+            f"loop{i}",
+            [lake_table(a)],
+            [lake_table(b)],
+            run_id=f"00000000-0000-0000-0000-00000000000{i}",
+            at=BASE_TIME,
+        )
         for i, (a, b) in enumerate([(BRONZE, SILVER), (SILVER, BRONZE)])
     ]
     ingest(store, cyclic)
@@ -54,7 +61,10 @@ def test_a_cycle_terminates_and_each_table_appears_once(store):
 
 def test_column_upstream_carries_transformations_and_can_keep_direct_only(pipeline_store):
     answer = ls.column_lineage(pipeline_store, f"file:{GOLD}", "total", "upstream", 10, direct_only=False)
-    edges = {(e["from"]["field"], e["to"]["field"], e["transformation"]["type"], e["transformation"]["subtype"]) for e in answer["edges"]}
+    edges = {
+        (e["from"]["field"], e["to"]["field"], e["transformation"]["type"], e["transformation"]["subtype"])
+        for e in answer["edges"]
+    }
     assert ("amount_cents", "total", "DIRECT", "AGGREGATION") in edges
     assert ("country", "total", "INDIRECT", "GROUP_BY") in edges
     assert ("amount", "amount_cents", "DIRECT", "TRANSFORMATION") in edges  # two steps up
@@ -77,8 +87,12 @@ def test_column_downstream_and_masking(pipeline_store):
 def test_snapshot_lineage_upstream_and_downstream_with_job_and_batch(pipeline_store):
     up = ls.snapshot_lineage(pipeline_store, f"file:{GOLD}", "g2", "upstream", 10)
     steps = {(x["from"]["name"], x["from"]["snapshot"], x["job"]["name"], x["batchId"], x["to"]["snapshot"]) for x in up["steps"]}
-    assert steps == {(SILVER, "s2", "etl.publish", 2, "g2"), (DIM, "dim-1", "etl.publish", 2, "g2"),
-                     (BRONZE, "b2", "etl.refine", 2, "s2"), (SRC, "src-2", "etl.ingest", 2, "b2")}
+    assert steps == {
+        (SILVER, "s2", "etl.publish", 2, "g2"),
+        (DIM, "dim-1", "etl.publish", 2, "g2"),
+        (BRONZE, "b2", "etl.refine", 2, "s2"),
+        (SRC, "src-2", "etl.ingest", 2, "b2"),
+    }
     down = ls.snapshot_lineage(pipeline_store, f"file:{SRC}", "src-1", "downstream", 10)
     assert sorted((x["to"]["name"], x["to"]["snapshot"]) for x in down["steps"]) == [(BRONZE, "b1"), (GOLD, "g1"), (SILVER, "s1")]
     assert ls.snapshot_lineage(pipeline_store, f"file:{SRC}", "src-1", "downstream", 1)["steps"][0]["to"]["snapshot"] == "b1"
@@ -99,6 +113,21 @@ def test_aligned_start_picks_the_newest_mutually_consistent_snapshots(pipeline_s
     assert [(x["name"], x["snapshot"]) for x in answer["snapshots"]] == [(BRONZE, "b2"), (SILVER, "s2")]
     alone = ls.aligned_start(pipeline_store, [f"file:{BRONZE}"])
     assert alone["snapshots"][0]["snapshot"] == "b3"
+
+
+def test_aligned_start_stops_at_its_search_limit_with_a_clear_error(pipeline_store):
+    with pytest.raises(SearchLimitReached, match="2 tables gave up after 1 candidate checks"):
+        ls.aligned_start(pipeline_store, [f"file:{BRONZE}", f"file:{SILVER}"], max_steps=1)
+
+
+def test_aligned_start_search_is_bounded_when_nothing_is_consistent():
+    # four tables, 50 snapshots each: the first three agree on upstream table 99, the fourth never does,
+    # so unbounded backtracking would try 50**4 combinations before answering "not consistent"
+    agreeing = [(f"s{k}", None, {99: {"u1"}}) for k in range(ls.ALIGNED_CANDIDATES)]
+    conflicting = [(f"t{k}", None, {99: {"u2"}}) for k in range(ls.ALIGNED_CANDIDATES)]
+    with pytest.raises(SearchLimitReached, match=f"4 tables gave up after {ls.ALIGNED_SEARCH_STEPS:,}"):
+        ls._newest_consistent([agreeing, agreeing, agreeing, conflicting], ls.ALIGNED_SEARCH_STEPS)
+    assert ls._newest_consistent([agreeing, conflicting[:3]], ls.ALIGNED_SEARCH_STEPS) is None, "small searches still answer"
 
 
 def test_unknown_table_and_bad_direction_are_reported(pipeline_store):
@@ -127,6 +156,7 @@ def test_cli_prints_readable_tables(pipeline_store, capsys):
 
 def test_pictures_hold_every_node_once(pipeline_store):
     from consumer.query.render import to_dot, to_svg
+
     picture = ls.picture(pipeline_store, f"dataset:file:{SILVER}", 5)
     ids = [n.id for n in picture.nodes]
     assert len(ids) == len(set(ids)) == 7  # src, bronze, silver, gold and the 3 jobs; dim is neither up- nor downstream

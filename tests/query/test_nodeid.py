@@ -13,7 +13,10 @@ CASES = [
     ("dataset:food_delivery:public.orders", NodeId("dataset", "food_delivery", "public.orders")),
     ("job:food_delivery:etl.orders.daily", NodeId("job", "food_delivery", "etl.orders.daily")),
     ("dataset:file:/lake/gold", NodeId("dataset", "file", "/lake/gold")),
-    ("dataset:postgres://db.example.com:5432:shop.public.orders", NodeId("dataset", "postgres://db.example.com:5432", "shop.public.orders")),
+    (
+        "dataset:postgres://db.example.com:5432:shop.public.orders",
+        NodeId("dataset", "postgres://db.example.com:5432", "shop.public.orders"),
+    ),
     ("dataset:kafka://b1:9092,b2:9092:orders.v1", NodeId("dataset", "kafka://b1:9092,b2:9092", "orders.v1")),
     ("dataset:s3://bucket:warehouse/orders", NodeId("dataset", "s3://bucket", "warehouse/orders")),
     ("datasetField:hive://localhost:9083:test.xxx:a", NodeId("datasetField", "hive://localhost:9083", "test.xxx", field="a")),
@@ -29,7 +32,9 @@ def test_parses_and_prints_back(text, expected):
     assert str(expected) == text
 
 
-@pytest.mark.parametrize("text", ["dataset", "dataset:", "dataset:only", "table:ns:x", "run:not-a-uuid", "datasetField:ns:nofield"])
+@pytest.mark.parametrize(
+    "text", ["dataset", "dataset:", "dataset:only", "table:ns:x", "run:not-a-uuid", "datasetField:ns:nofield"]
+)
 def test_malformed_ids_name_themselves(text):
     with pytest.raises(BadParameter, match="malformed nodeId"):
         parse_node_id(text)

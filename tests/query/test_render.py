@@ -25,7 +25,7 @@ def test_fifty_nodes_get_distinct_non_overlapping_boxes_in_rank_order():
     positions = layout(picture)
     assert len(positions) == 50
     boxes = sorted(positions.values())
-    for (x1, y1), (x2, y2) in zip(boxes, boxes[1:]):
+    for (x1, y1), (x2, y2) in zip(boxes, boxes[1:], strict=False):
         assert x1 != x2 or abs(y1 - y2) >= NODE_HEIGHT  # same column: stacked without overlap
     for edge in picture.edges:
         assert positions[edge.source][0] + NODE_WIDTH <= positions[edge.target][0]  # edges point right

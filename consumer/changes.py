@@ -1,0 +1,136 @@
+"""Lineage changes for Kafka subscribers (`--changes-topic`): after each store transaction
+commits, one JSON message per table-lineage edge added or retired, column-lineage edge added or
+changed, snapshot lineage recorded and run finished (schemas/LineageChange*.json).
+
+A message carries what is true after the change (an edge's whole state, `state: retired` once
+it is gone), keyed by the thing's identity, so a log-compacted topic holds the current lineage
+and a reader applying a message twice ends where it did once. Only the store transactions of
+ingestion and of retirement publish; a replay (`rebuild`) does not, unless asked
+(`replay --republish-changes` publishes the whole rebuilt lineage).
+
+`change_scope` (pure) says which keys a batch may touch; `PublishingStore` reads their state
+before and after the write and publishes the difference."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, Protocol
+
+from sqlalchemy import Engine
+
+from consumer.kafka_io import BrokerUnavailable
+from consumer.materialize import EventRows
+from consumer.store import Store
+from consumer.store.changes import (
+    COLUMN_EDGE,
+    RETIRED,
+    TABLE_EDGE,
+    ChangeScope,
+    StateKey,
+    everything,
+    jobs_named,
+    lineage_state,
+    stale_job_keys,
+)
+
+log = logging.getLogger(__name__)
+
+RETIRABLE = frozenset({TABLE_EDGE, COLUMN_EDGE})
+
+
+class ChangeSink(Protocol):
+    def send(self, key: bytes, value: bytes) -> None: ...
+    def flush(self, timeout_seconds: float = ...) -> None: ...
+    def close(self) -> None: ...
+
+
+def change_scope(batch: Sequence[EventRows]) -> ChangeScope:
+    """The edges, column-lineage outputs and runs the batch's events may have changed."""
+    table_edges: set[tuple[str, str, str, str, str]] = set()
+    column_outputs: set[tuple[str, str]] = set()
+    run_uuids: set[str] = set()
+    for rows in batch:
+        if rows.job is None:
+            continue
+        for dataset in rows.datasets:
+            direction = dataset.direction or "input"
+            table_edges.add((rows.job.namespace, rows.job.name, direction, dataset.namespace, dataset.name))
+        column_outputs.update(edge.output for edge in rows.column_edges)
+        if rows.run is not None:
+            run_uuids.add(rows.run.uuid)
+    return ChangeScope(frozenset(table_edges), frozenset(column_outputs), frozenset(run_uuids))
+
+
+def changed_messages(
+    before: Mapping[StateKey, dict[str, Any]], after: Mapping[StateKey, dict[str, Any]]
+) -> list[tuple[StateKey, dict[str, Any]]]:
+    """What differs after the transaction: new or changed keys with their state, and edges that
+    are gone as `retired` (runs and snapshots are never removed by a transaction that publishes)."""
+    changed = [(key, message) for key, message in after.items() if before.get(key) != message]
+    gone = [(key, {**message, "state": RETIRED}) for key, message in before.items() if key not in after and key[0] in RETIRABLE]
+    return sorted(changed + gone, key=lambda item: json.dumps(item[0], default=str))
+
+
+def encode(key: StateKey, message: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    return (
+        json.dumps(list(key), separators=(",", ":"), default=str).encode(),
+        json.dumps(message, separators=(",", ":"), sort_keys=True, default=str).encode(),
+    )
+
+
+class PublishingStore(Store):
+    """A store whose ingestion and retirement transactions publish their lineage changes once
+    committed. Messages that cannot be sent are kept and sent before the next ones."""
+
+    def __init__(self, engine: Engine, sink: ChangeSink) -> None:
+        super().__init__(engine)
+        self.sink = sink
+        self._pending: list[tuple[bytes, bytes]] = []
+
+    def write(self, batch: Sequence[EventRows]) -> int:
+        scope = change_scope(batch)
+        before = lineage_state(self.engine, scope)
+        stored = super().write(batch)
+        self._publish(before, lineage_state(self.engine, scope))
+        return stored
+
+    def retire_stale_jobs(self, retire_after: timedelta, now: datetime | None = None) -> list[str]:
+        now = now or datetime.now(timezone.utc)
+        scope = ChangeScope(jobs=stale_job_keys(self.engine, now - retire_after))
+        before = lineage_state(self.engine, scope)
+        retired = super().retire_stale_jobs(retire_after, now)
+        if retired:
+            self._publish(before, lineage_state(self.engine, scope))
+        return retired
+
+    def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
+        scope = ChangeScope(jobs=jobs_named(self.engine, job_name, namespace))
+        before = lineage_state(self.engine, scope)
+        removed = super().delete_table_lineage(job_name, namespace)
+        self._publish(before, lineage_state(self.engine, scope))
+        return removed
+
+    def publish_everything(self) -> int:
+        """Publish the current state of every edge, snapshot and finished run (after a replay,
+        or to seed a new subscriber topic); the number of messages."""
+        state = lineage_state(self.engine, everything(self.engine))
+        self._publish({}, state)
+        if self._pending:
+            raise BrokerUnavailable(f"{len(self._pending)} lineage changes could not be published")
+        return len(state)
+
+    def _publish(self, before: Mapping[StateKey, dict[str, Any]], after: Mapping[StateKey, dict[str, Any]]) -> None:
+        self._pending.extend(encode(key, message) for key, message in changed_messages(before, after))
+        if not self._pending:
+            return
+        try:
+            for key, value in self._pending:
+                self.sink.send(key, value)
+            self.sink.flush()
+        except Exception as error:  # the events are stored; the messages go out with the next ones
+            log.warning("lineage changes not published yet (%d kept): %s", len(self._pending), error)
+            return
+        self._pending.clear()

@@ -1,0 +1,146 @@
+"""Name search: Marquez's `/search` and the OpenSearch-backed `/api/v2beta/search/{jobs,datasets}`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, func, literal, select, union_all
+
+from consumer.query.db import as_json, check_page, iso, like_contains, reading
+from consumer.query.marquez.loaders import dataset_select, job_select
+from consumer.query.nodeid import dataset_id, job_id
+from consumer.store import schema as s
+
+
+def search(store: Any, text: str, kind: str | None, sort: str, limit: int, namespace: str | None) -> dict:
+    check_page(limit, 0)
+    pattern = like_contains(text)
+    with reading(store) as conn:
+        # SQLite's LIKE ignores ASCII case already; lower() there would cost a call per row
+        matches = (
+            (lambda column: column.ilike(pattern)) if conn.dialect.name == "postgresql" else (lambda column: column.like(pattern))
+        )
+        parts = [
+            _search_part(kind_name, table, matches, namespace)
+            for kind_name, table in (("DATASET", s.datasets), ("JOB", s.jobs))
+            if kind in (None, kind_name)
+        ]
+        found = union_all(*parts).subquery()
+        order = [found.c.updated_at.desc(), found.c.name] if sort in ("updated_at", "update_at") else [found.c.name, found.c.type]
+        # one scan: the total rides along on every row as a window count
+        rows = conn.execute(select(found, func.count().over().label("total")).order_by(*order).limit(limit)).all()
+        total = rows[0].total if rows else conn.execute(select(func.count()).select_from(found)).scalar_one()
+    results = [
+        {
+            "type": r.type,
+            "name": r.name,
+            "updatedAt": iso(r.updated_at),
+            "namespace": r.namespace,
+            "nodeId": (dataset_id if r.type == "DATASET" else job_id)(r.namespace, r.name),
+        }
+        for r in rows
+    ]
+    return {"totalCount": total, "results": results}
+
+
+def _search_part(kind: str, table: Any, matches: Any, namespace: str | None) -> Any:
+    # names are matched first on their own (a covering scan of the (namespace_id, name) index), then only
+    # the matches are joined for the columns shown
+    matched_ids = select(table.c.id).where(matches(table.c.name))
+    conditions = [table.c.id.in_(matched_ids)]
+    if namespace:
+        conditions.append(s.namespaces.c.name == namespace)
+    if table is s.datasets:
+        conditions.append(table.c.is_deleted.is_(False))
+    return (
+        select(literal(kind).label("type"), table.c.name, table.c.updated_at, s.namespaces.c.name.label("namespace"))
+        .join(s.namespaces, s.namespaces.c.id == table.c.namespace_id)
+        .where(*conditions)
+    )
+
+
+# Marquez indexes the last event's type; our runs keep the state that event left behind.
+_EVENT_TYPE_OF_STATE = {"NEW": "START", "RUNNING": "RUNNING", "COMPLETED": "COMPLETE", "FAILED": "FAIL", "ABORTED": "ABORT"}
+
+
+def search_hits(store: Any, text: str, kind: str, limit: int) -> dict:
+    """Marquez `GET /api/v2beta/search/{jobs,datasets}`: `{hits, highlights}` as Marquez builds them from
+    OpenSearch documents, answered with the `/search` name match (case-insensitive substring, % and _ wildcards).
+    A highlight marks the matched part of the name the way OpenSearch's plain highlighter does (`<em>`)."""
+    check_page(limit, 0)
+    table = s.jobs if kind == "JOB" else s.datasets
+    pattern = like_contains(text)
+    with reading(store) as conn:
+        matches = table.c.name.ilike(pattern) if conn.dialect.name == "postgresql" else table.c.name.like(pattern)
+        select_rows = job_select() if kind == "JOB" else dataset_select().where(s.datasets.c.is_deleted.is_(False))
+        rows = conn.execute(select_rows.where(matches).order_by(table.c.name, s.namespaces.c.name).limit(limit)).all()
+        hits = _job_hits(conn, rows) if kind == "JOB" else _dataset_hits(conn, rows)
+    return {"hits": hits, "highlights": [_highlight(text, hit["name"]) for hit in hits]}
+
+
+def _runs_by_row_id(conn: Connection, run_ids: Iterable[int | None]) -> dict[int, Any]:
+    ids = sorted({i for i in run_ids if i is not None})
+    if not ids:
+        return {}
+    return {
+        r.id: r
+        for r in conn.execute(select(s.runs.c.id, s.runs.c.uuid, s.runs.c.state, s.runs.c.facets).where(s.runs.c.id.in_(ids)))
+    }
+
+
+def _job_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
+    runs = _runs_by_row_id(conn, [row.latest_run_id for row in rows])
+    hits = []
+    for row in rows:
+        run = runs.get(row.latest_run_id)
+        hits.append(
+            {
+                "run_id": run.uuid if run else None,
+                "eventType": _EVENT_TYPE_OF_STATE.get(run.state) if run else None,
+                "name": row.name,
+                "type": row.type,
+                "namespace": row.namespace,
+                "facets": as_json(row.facets) or {},
+                "runFacets": (as_json(run.facets) or {}) if run else {},
+            }
+        )
+    return hits
+
+
+def _dataset_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
+    latest_run: dict[int, int] = {}
+    if rows:
+        versions = conn.execute(
+            select(s.dataset_versions.c.dataset_id, s.dataset_versions.c.run_id)
+            .where(s.dataset_versions.c.dataset_id.in_([row.id for row in rows]))
+            .order_by(s.dataset_versions.c.created_at.desc(), s.dataset_versions.c.id.desc())
+        )
+        for dataset, run_id in versions:
+            latest_run.setdefault(dataset, run_id)
+    runs = _runs_by_row_id(conn, latest_run.values())
+    hits = []
+    for row in rows:
+        run = runs.get(latest_run[row.id]) if row.id in latest_run else None
+        hits.append(
+            {
+                "run_id": run.uuid if run else None,
+                "eventType": _EVENT_TYPE_OF_STATE.get(run.state) if run else None,
+                "name": row.name,
+                "namespace": row.namespace,
+                "facets": as_json(row.facets) or {},
+                "inputFacets": {},
+                "outputFacets": {},
+            }
+        )
+    return hits
+
+
+def _highlight(text: str, name: str) -> dict[str, list[str]]:
+    # the LIKE pattern as a regex: % any run, _ any one character, everything else literal
+    regex = "".join(".*?" if c == "%" else "." if c == "_" else re.escape(c) for c in text.strip("%"))
+    found = re.search(regex, name, re.IGNORECASE)
+    if found is None or not found.group(0):
+        return {}
+    return {"name": [f"{name[: found.start()]}<em>{found.group(0)}</em>{name[found.end() :]}"]}
