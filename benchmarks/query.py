@@ -1,11 +1,19 @@
 """Query-service benchmark: p50/p95 of the lineage questions on a synthetic graph, SQLite and PostgreSQL.
 
     .venv/bin/python -m benchmarks.query [--jobs 100000] [--db sqlite|postgres|both] [--samples 100]
+                                         [--graph chains|hubs|both] [--clients 8]
 
 The graph (at --jobs J): J/30 chains of 30 jobs; job i of a chain reads the chain's dataset i and two side
 datasets of its own and writes dataset i+1 (so ~3 datasets per job: 100,000 jobs -> ~303,000 datasets);
 20 columns per dataset; each output column <- the same column of the chain input (DIRECT/IDENTITY) and one
 side column (INDIRECT/FILTER); 3 runs per job, run k reading snapshot k of every input and writing snapshot k.
+
+The hub-heavy graph (--graph hubs, at --jobs J): J/200 groups of 200 jobs; job k of a group reads the
+output of job k-1 (job 0: the group's fact table) and all three of the group's dimension tables, and writes
+its own output; 5 columns per dataset, one run per job. Every job of a group is one hop from every other
+through the dimension tables, so Marquez `/lineage` from any node of a group answers the whole group (200
+jobs, 204 datasets). It is timed as a function call, then over HTTP against `--serve` in a second process:
+one client, then --clients clients at once while one more client posts Spark events to POST /api/v1/lineage.
 
 Rows go in bulk through the store's own tables (consumer.store.schema, migrated by open_store): per-event
 ingestion of ~300,000 runs would take far longer than the queries under test. Queries are the exact
@@ -19,19 +27,28 @@ import json
 import os
 import random
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import create_engine, insert, text
+import httpx
+from sqlalchemy import bindparam, create_engine, insert, text
 
+from benchmarks.ingest import spark_events
+from consumer.query import graph
 from consumer.query import lineage_store as ls
 from consumer.query import marquez as mq
+from consumer.query.db import reading
 from consumer.store import open_store
 from consumer.store import schema as s
+from demo.broker import free_port
 
 CHAIN = 30
 COLUMNS = 20
@@ -81,8 +98,17 @@ def build(store: Any, jobs: int) -> dict[str, int]:
     def dataset_rows() -> Iterator[dict]:
         for d in range(1, datasets + 1):
             name = dataset_name(d)
-            yield {"id": d, "namespace_id": 1, "name": name, "type": "DB_TABLE", "database_name": name.rsplit(".", 1)[0],
-                   "table_name": name.rsplit(".", 1)[1], "facets": {}, "is_deleted": False, **when}
+            yield {
+                "id": d,
+                "namespace_id": 1,
+                "name": name,
+                "type": "DB_TABLE",
+                "database_name": name.rsplit(".", 1)[0],
+                "table_name": name.rsplit(".", 1)[1],
+                "facets": {},
+                "is_deleted": False,
+                **when,
+            }
 
     def field_rows() -> Iterator[dict]:
         for d in range(1, datasets + 1):
@@ -92,8 +118,15 @@ def build(store: Any, jobs: int) -> dict[str, int]:
     def job_rows() -> Iterator[dict]:
         for chain in range(chains):
             for step in range(CHAIN):
-                yield {"id": chain * CHAIN + step + 1, "namespace_id": 1, "name": f"chain_{chain}.step_{step}", "type": "BATCH",
-                       "facets": {}, "last_seen": T0, **when}
+                yield {
+                    "id": chain * CHAIN + step + 1,
+                    "namespace_id": 1,
+                    "name": f"chain_{chain}.step_{step}",
+                    "type": "BATCH",
+                    "facets": {},
+                    "last_seen": T0,
+                    **when,
+                }
 
     def job_inputs(chain: int, step: int) -> list[int]:
         return [chain_dataset(chain, step)] + [side_dataset(chain, step, k) for k in range(SIDES)]
@@ -104,7 +137,13 @@ def build(store: Any, jobs: int) -> dict[str, int]:
                 job = chain * CHAIN + step + 1
                 for d in job_inputs(chain, step):
                     yield {"job_id": job, "dataset_id": d, "direction": "input", "first_seen": T0, "last_seen": T0}
-                yield {"job_id": job, "dataset_id": chain_dataset(chain, step + 1), "direction": "output", "first_seen": T0, "last_seen": T0}
+                yield {
+                    "job_id": job,
+                    "dataset_id": chain_dataset(chain, step + 1),
+                    "direction": "output",
+                    "first_seen": T0,
+                    "last_seen": T0,
+                }
 
     def lineage_rows() -> Iterator[dict]:
         for chain in range(chains):
@@ -112,19 +151,47 @@ def build(store: Any, jobs: int) -> dict[str, int]:
                 job, source, target = chain * CHAIN + step + 1, chain_dataset(chain, step), chain_dataset(chain, step + 1)
                 side = side_dataset(chain, step, 0)
                 for c in range(COLUMNS):
-                    common = {"output_dataset_id": target, "output_field_id": field_id(target, c), "masking": False,
-                              "job_id": job, "first_seen": T0, "last_seen": T0}
-                    yield {**common, "input_dataset_id": source, "input_field_id": field_id(source, c),
-                           "transformation_type": "DIRECT", "transformation_subtype": "IDENTITY", "transformation_description": None}
-                    yield {**common, "input_dataset_id": side, "input_field_id": field_id(side, c),
-                           "transformation_type": "INDIRECT", "transformation_subtype": "FILTER", "transformation_description": "c > 0"}
+                    common = {
+                        "output_dataset_id": target,
+                        "output_field_id": field_id(target, c),
+                        "masking": False,
+                        "job_id": job,
+                        "first_seen": T0,
+                        "last_seen": T0,
+                    }
+                    yield {
+                        **common,
+                        "input_dataset_id": source,
+                        "input_field_id": field_id(source, c),
+                        "transformation_type": "DIRECT",
+                        "transformation_subtype": "IDENTITY",
+                        "transformation_description": None,
+                    }
+                    yield {
+                        **common,
+                        "input_dataset_id": side,
+                        "input_field_id": field_id(side, c),
+                        "transformation_type": "INDIRECT",
+                        "transformation_subtype": "FILTER",
+                        "transformation_description": "c > 0",
+                    }
 
     def run_rows() -> Iterator[dict]:
         for job in range(1, chains * CHAIN + 1):
             for k in range(RUNS):
                 moment = T0 + timedelta(hours=k, seconds=job % CHAIN)
-                yield {"id": (job - 1) * RUNS + k + 1, "uuid": str(uuid.UUID(int=(job << 8) + k)), "job_id": job, "run_seq": k + 1,
-                       "state": "COMPLETED", "started_at": moment, "ended_at": moment, "facets": {}, "created_at": moment, "updated_at": moment}
+                yield {
+                    "id": (job - 1) * RUNS + k + 1,
+                    "uuid": str(uuid.UUID(int=(job << 8) + k)),
+                    "job_id": job,
+                    "run_seq": k + 1,
+                    "state": "COMPLETED",
+                    "started_at": moment,
+                    "ended_at": moment,
+                    "facets": {},
+                    "created_at": moment,
+                    "updated_at": moment,
+                }
 
     def snapshot_rows() -> Iterator[dict]:
         for chain in range(chains):
@@ -141,12 +208,133 @@ def build(store: Any, jobs: int) -> dict[str, int]:
     counts: dict[str, int] = {}
     with store.engine.begin() as conn:
         conn.execute(insert(s.namespaces), [{"id": 1, "name": NS, **when}])
-    for table, rows in ((s.datasets, dataset_rows()), (s.dataset_fields, field_rows()), (s.jobs, job_rows()),
-                        (s.job_io, io_rows()), (s.column_lineage, lineage_rows()), (s.runs, run_rows()),
-                        (s.snapshot_lineage, snapshot_rows())):
+    for table, rows in (
+        (s.datasets, dataset_rows()),
+        (s.dataset_fields, field_rows()),
+        (s.jobs, job_rows()),
+        (s.job_io, io_rows()),
+        (s.column_lineage, lineage_rows()),
+        (s.runs, run_rows()),
+        (s.snapshot_lineage, snapshot_rows()),
+    ):
         counts[table.name] = _load(store, table, rows)
     finish(store)
     counts["chains"] = chains
+    return counts
+
+
+# How the store walked /lineage before it went breadth-first: a recursive query over (job, depth) rows,
+# which re-expands a job at every depth it is reached at, through every dataset it shares. Kept to time the
+# two side by side, and as the reference answer in tests/query/test_lineage_graph.py.
+RECURSIVE_WALK = text("""
+WITH RECURSIVE reach(job_id, depth) AS (
+    SELECT id, 0 FROM jobs WHERE id IN :start
+    UNION
+    SELECT b.job_id, r.depth + 1
+    FROM reach r
+    JOIN job_io a ON a.job_id = r.job_id
+    JOIN job_io b ON b.dataset_id = a.dataset_id AND b.job_id <> r.job_id
+    WHERE r.depth < :depth
+)
+SELECT DISTINCT job_id FROM reach ORDER BY job_id
+""").bindparams(bindparam("start", expanding=True))
+
+HUB_GROUP = 200
+HUBS = 3
+HUB_COLUMNS = 5
+HUB_DATASETS_PER_GROUP = HUBS + 1 + HUB_GROUP
+
+
+def hub_dataset(group: int, index: int) -> int:
+    """Row id of dataset `index` of `group`: 0..HUBS-1 the dimension tables, HUBS the fact table, then the outputs."""
+    return group * HUB_DATASETS_PER_GROUP + index + 1
+
+
+def build_hubs(store: Any, jobs: int) -> dict[str, int]:
+    groups = max(1, jobs // HUB_GROUP)
+    when = {"created_at": T0, "updated_at": T0}
+    kinds = ["dim"] * HUBS + ["fact"] + ["out"] * HUB_GROUP
+
+    def dataset_rows() -> Iterator[dict]:
+        for group in range(groups):
+            for index, kind in enumerate(kinds):
+                name = f"hubs_{group}.{kind}_{index}"
+                yield {
+                    "id": hub_dataset(group, index),
+                    "namespace_id": 1,
+                    "name": name,
+                    "type": "DB_TABLE",
+                    "database_name": f"hubs_{group}",
+                    "table_name": f"{kind}_{index}",
+                    "facets": {},
+                    "is_deleted": False,
+                    **when,
+                }
+
+    def field_rows() -> Iterator[dict]:
+        for dataset in range(1, groups * HUB_DATASETS_PER_GROUP + 1):
+            for c in range(HUB_COLUMNS):
+                yield {
+                    "id": (dataset - 1) * HUB_COLUMNS + c + 1,
+                    "dataset_id": dataset,
+                    "name": f"c{c}",
+                    "type": "string",
+                    "from_schema": True,
+                    **when,
+                }
+
+    def job_rows() -> Iterator[dict]:
+        for group in range(groups):
+            for step in range(HUB_GROUP):
+                yield {
+                    "id": group * HUB_GROUP + step + 1,
+                    "namespace_id": 1,
+                    "name": f"hubs_{group}.step_{step}",
+                    "type": "BATCH",
+                    "facets": {},
+                    "last_seen": T0,
+                    **when,
+                }
+
+    def io_rows() -> Iterator[dict]:
+        seen = {"first_seen": T0, "last_seen": T0}
+        for group in range(groups):
+            for step in range(HUB_GROUP):
+                job = group * HUB_GROUP + step + 1
+                upstream = HUBS if step == 0 else HUBS + step  # the fact table, or the previous job's output
+                for index in [*range(HUBS), upstream]:
+                    yield {"job_id": job, "dataset_id": hub_dataset(group, index), "direction": "input", **seen}
+                yield {"job_id": job, "dataset_id": hub_dataset(group, HUBS + 1 + step), "direction": "output", **seen}
+
+    def run_rows() -> Iterator[dict]:
+        for job in range(1, groups * HUB_GROUP + 1):
+            moment = T0 + timedelta(seconds=job)
+            yield {
+                "id": job,
+                "uuid": str(uuid.UUID(int=(job << 8) + 1)),
+                "job_id": job,
+                "run_seq": 1,
+                "state": "COMPLETED",
+                "started_at": moment,
+                "ended_at": moment,
+                "facets": {},
+                "created_at": moment,
+                "updated_at": moment,
+            }
+
+    counts: dict[str, int] = {}
+    with store.engine.begin() as conn:
+        conn.execute(insert(s.namespaces), [{"id": 1, "name": NS, **when}])
+    for table, rows in (
+        (s.datasets, dataset_rows()),
+        (s.dataset_fields, field_rows()),
+        (s.jobs, job_rows()),
+        (s.job_io, io_rows()),
+        (s.runs, run_rows()),
+    ):
+        counts[table.name] = _load(store, table, rows)
+    finish(store)
+    counts["groups"] = groups
     return counts
 
 
@@ -154,10 +342,12 @@ def finish(store: Any) -> None:
     """Latest runs, sequences and planner statistics after the bulk load."""
     with store.engine.begin() as conn:
         # one grouped pass; a correlated subquery per job was planned as a scan per job on unanalyzed PostgreSQL
-        conn.execute(text(
-            "UPDATE jobs SET latest_run_id = latest.id FROM (SELECT job_id, MAX(id) AS id FROM runs GROUP BY job_id) latest "
-            "WHERE latest.job_id = jobs.id"
-        ))
+        conn.execute(
+            text(
+                "UPDATE jobs SET latest_run_id = latest.id FROM (SELECT job_id, MAX(id) AS id FROM runs GROUP BY job_id) latest "
+                "WHERE latest.job_id = jobs.id"
+            )
+        )
         if store.engine.dialect.name == "postgresql":
             for table in ("datasets", "dataset_fields", "jobs", "runs", "namespaces"):
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT MAX(id) FROM {table}))"))
@@ -229,7 +419,13 @@ def questions(store: Any, chains: int) -> list[tuple[str, Callable[[random.Rando
 
     def snapshot_lineage(rng: random.Random) -> Any:
         table = chain_end(rng)
-        answer = ls.snapshot_lineage(store, table, f"{chain_dataset(int(table.split('_')[1].split('.')[0]), CHAIN)}-s{rng.randrange(1, RUNS + 1)}", "upstream", 10)
+        answer = ls.snapshot_lineage(
+            store,
+            table,
+            f"{chain_dataset(int(table.split('_')[1].split('.')[0]), CHAIN)}-s{rng.randrange(1, RUNS + 1)}",
+            "upstream",
+            10,
+        )
         assert len(answer["steps"]) == 10 * (1 + SIDES)
         return answer
 
@@ -244,9 +440,135 @@ def questions(store: Any, chains: int) -> list[tuple[str, Callable[[random.Rando
         assert len(answer["jobs"]) == 25
         return answer
 
-    return [("table lineage depth 20 (upstream)", table_lineage), ("column lineage depth 10", column_lineage),
-            ("snapshot lineage depth 10", snapshot_lineage), ("Marquez /lineage depth 20", marquez_lineage),
-            ("search", search), ("jobs list (25, offset<1000)", jobs_list)]
+    return [
+        ("table lineage depth 20 (upstream)", table_lineage),
+        ("column lineage depth 10", column_lineage),
+        ("snapshot lineage depth 10", snapshot_lineage),
+        ("Marquez /lineage depth 20", marquez_lineage),
+        ("search", search),
+        ("jobs list (25, offset<1000)", jobs_list),
+    ]
+
+
+def hub_node(rng: random.Random, groups: int) -> str:
+    group = rng.randrange(groups)
+    if rng.random() < 0.5:
+        return f"job:{NS}:hubs_{group}.step_{rng.randrange(HUB_GROUP)}"
+    return f"dataset:{NS}:hubs_{group}.dim_{rng.randrange(HUBS)}"
+
+
+def check_hub_answer(answer: dict) -> None:
+    jobs = sum(1 for node in answer["graph"] if node["type"] == "JOB")
+    assert jobs == HUB_GROUP and len(answer["graph"]) == HUB_GROUP + HUB_DATASETS_PER_GROUP, (jobs, len(answer["graph"]))
+
+
+def report_hubs(store: Any, url: str, groups: int, samples: int, clients: int) -> None:
+    def marquez_lineage(rng: random.Random) -> Any:
+        answer = mq.lineage_graph(store, hub_node(rng, groups), 20)
+        check_hub_answer(answer)
+        return answer
+
+    def start_job(rng: random.Random) -> list[int]:
+        return [rng.randrange(groups) * HUB_GROUP + rng.randrange(HUB_GROUP) + 1]
+
+    def walk_breadth_first(rng: random.Random) -> Any:
+        with reading(store) as conn:
+            assert len(graph.connected_jobs(conn, start_job(rng), 20)) == HUB_GROUP
+
+    def walk_recursive(rng: random.Random) -> Any:
+        with reading(store) as conn:
+            assert len(conn.execute(RECURSIVE_WALK, {"start": start_job(rng), "depth": 20}).all()) == HUB_GROUP
+
+    print(f"{'question (hub-heavy graph)':46} {'p50 ms':>8} {'p95 ms':>8}")
+    for name, call, count in (
+        ("connected jobs, depth 20, breadth-first", walk_breadth_first, samples),
+        ("connected jobs, depth 20, recursive (before)", walk_recursive, max(5, samples // 10)),  # seconds each
+        ("Marquez /lineage depth 20, function call", marquez_lineage, samples),
+    ):
+        _, p50, p95 = measure(name, call, count)
+        print(f"{name:46} {p50:8.1f} {p95:8.1f}", flush=True)
+    with serving(url) as base:
+        timings, _ = http_load(base, groups, samples, clients=1, post=False)
+        p50, p95 = percentiles(timings)
+        print(f"{'GET /api/v1/lineage depth 20, 1 client':46} {p50:8.1f} {p95:8.1f}", flush=True)
+        timings, posts = http_load(base, groups, samples, clients=clients, post=True)
+        p50, p95 = percentiles(timings)
+        print(f"{f'GET /api/v1/lineage, {clients} clients + posting':46} {p50:8.1f} {p95:8.1f}", flush=True)
+        p50, p95 = percentiles(posts)
+        print(f"{f'POST /api/v1/lineage meanwhile ({len(posts)} events)':46} {p50:8.1f} {p95:8.1f}", flush=True)
+
+
+@contextmanager
+def serving(url: str) -> Iterator[str]:
+    """The API (consumer.api.create_app, uvicorn) over the store at `url` in a second process."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.query", "--serve", url, "--port", str(port)],
+        env={**os.environ, "LINEAGE_API_TOKEN": ""},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{base}/api/v1/namespaces", timeout=2).raise_for_status()
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def http_load(base: str, groups: int, samples: int, clients: int, post: bool) -> tuple[list[float], list[float]]:
+    """`clients` threads each GET /api/v1/lineage `samples` times (after 3 untimed calls); with `post`, one
+    more thread posts Spark events until they are done. Returns GET and POST timings in ms."""
+    gets: list[float] = []
+    posts: list[float] = []
+    done = threading.Event()
+
+    def reader(seed: int) -> None:
+        rng = random.Random(seed)
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for call in range(samples + 3):
+                started = time.perf_counter()
+                response = client.get("/api/v1/lineage", params={"nodeId": hub_node(rng, groups), "depth": 20})
+                elapsed = (time.perf_counter() - started) * 1000
+                response.raise_for_status()
+                check_hub_answer(response.json())
+                if call >= 3:
+                    gets.append(elapsed)
+
+    def poster() -> None:
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for event in spark_events(100_000, seed=11):
+                if done.is_set():
+                    return
+                started = time.perf_counter()
+                client.post("/api/v1/lineage", json=event).raise_for_status()
+                posts.append((time.perf_counter() - started) * 1000)
+
+    threads = [threading.Thread(target=reader, args=(seed,)) for seed in range(clients)]
+    posting = threading.Thread(target=poster) if post else None
+    for thread in [*threads, *([posting] if posting else [])]:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    if posting:
+        posting.join()
+    return gets, posts
+
+
+def serve(url: str, port: int) -> None:
+    import uvicorn
+
+    from consumer.api import create_app
+
+    uvicorn.run(create_app(open_store(url)), host="127.0.0.1", port=port, log_level="warning")
 
 
 def report(store: Any, chains: int, samples: int) -> None:
@@ -256,16 +578,19 @@ def report(store: Any, chains: int, samples: int) -> None:
         print(f"{name:38} {p50:8.1f} {p95:8.1f}", flush=True)
 
 
-def run(db: str, jobs: int, samples: int) -> None:
+def run(db: str, graph: str, jobs: int, samples: int, clients: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         url, cleanup = _database(db, tmp)
         try:
             store = open_store(url)
             started = time.perf_counter()
-            counts = build(store, jobs)
+            counts = build(store, jobs) if graph == "chains" else build_hubs(store, jobs)
             built = time.perf_counter() - started
-            print(f"\n{db}: built in {built:.0f} s: " + ", ".join(f"{k}={v:,}" for k, v in counts.items()))
-            report(store, counts["chains"], samples)
+            print(f"\n{db}, {graph}: built in {built:.0f} s: " + ", ".join(f"{k}={v:,}" for k, v in counts.items()))
+            if graph == "chains":
+                report(store, counts["chains"], samples)
+            else:
+                report_hubs(store, url, counts["groups"], samples, clients)
             store.dispose()
         finally:
             cleanup()
@@ -292,8 +617,15 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--db", choices=("sqlite", "postgres", "both"), default="both")
     parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--graph", choices=("chains", "hubs", "both"), default="both")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent readers of the hub-heavy HTTP run")
     parser.add_argument("--existing", metavar="URL", help="measure a store this script built and kept (finishes it first)")
+    parser.add_argument("--serve", metavar="URL", help=argparse.SUPPRESS)  # the HTTP runs' server process
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serve:
+        serve(args.serve, args.port)
+        return
     if args.existing:
         store = open_store(args.existing)
         finish(store)
@@ -302,8 +634,9 @@ def main() -> None:
         report(store, chains, args.samples)
         store.dispose()
         return
-    for db in ("sqlite", "postgres") if args.db == "both" else (args.db,):
-        run(db, args.jobs, args.samples)
+    for shape in ("chains", "hubs") if args.graph == "both" else (args.graph,):
+        for db in ("sqlite", "postgres") if args.db == "both" else (args.db,):
+            run(db, shape, args.jobs, args.samples, args.clients)
 
 
 if __name__ == "__main__":

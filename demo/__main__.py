@@ -39,6 +39,8 @@ def run_pipeline(work_dir: Path, stack: Stack) -> int:
     spark = build_session("lineage demo", work_dir / "warehouse")
     spark.sparkContext.setLogLevel("ERROR")
     attachment = emitter.attach(spark, {"namespace": "demo"})
+    if attachment is None:
+        raise RuntimeError("the emitter did not attach (disabled by OPENLINEAGE_DISABLED?); see the log")
     run(spark, work_dir)
     spark.stop()  # completes the application run and flushes the transport
     return attachment.pipeline.emitted_events
@@ -47,14 +49,22 @@ def run_pipeline(work_dir: Path, stack: Stack) -> int:
 def print_answers(api_url: str) -> None:
     sections = [
         ("Column lineage of every output column (column-lineage store)", lambda: answers.column_lineage_table(api_url)),
-        (f"Tables upstream of {REPORT_TABLE}, with the jobs between (table-lineage store)",
-         lambda: answers.upstream_tables(api_url, REPORT_TABLE)),
-        (f"Where {REPORT_TABLE}.{REPORT_COLUMN} comes from, transitively",
-         lambda: answers.column_origins(api_url, REPORT_TABLE, REPORT_COLUMN)),
-        (f"Snapshots the latest snapshot of {REPORT_TABLE} was derived from (data-lineage store)",
-         lambda: answers.snapshot_origins(api_url, REPORT_TABLE)),
-        (f"If the latest snapshot of {UPSTREAM_TABLE} were bad: what to roll back and restart",
-         lambda: answers.correction_plan(api_url, UPSTREAM_TABLE)),
+        (
+            f"Tables upstream of {REPORT_TABLE}, with the jobs between (table-lineage store)",
+            lambda: answers.upstream_tables(api_url, REPORT_TABLE),
+        ),
+        (
+            f"Where {REPORT_TABLE}.{REPORT_COLUMN} comes from, transitively",
+            lambda: answers.column_origins(api_url, REPORT_TABLE, REPORT_COLUMN),
+        ),
+        (
+            f"Snapshots the latest snapshot of {REPORT_TABLE} was derived from (data-lineage store)",
+            lambda: answers.snapshot_origins(api_url, REPORT_TABLE),
+        ),
+        (
+            f"If the latest snapshot of {UPSTREAM_TABLE} were bad: what to roll back and restart",
+            lambda: answers.correction_plan(api_url, UPSTREAM_TABLE),
+        ),
     ]
     for title, answer in sections:
         print(f"\n== {title}\n")
@@ -83,8 +93,10 @@ def main(argv: list[str] | None = None) -> int:
             stored = answers.wait_for_ingestion(stack.api_url, emitted)
             print(f"\n{emitted} OpenLineage events published to Kafka topic {stack.topic}; {stored} stored by the consumer.")
             print_answers(stack.api_url)
-            print(f"\nLineage API: {stack.api_url}  (OpenAPI docs: {stack.api_url}/docs; Marquez Web and "
-                  f"marquez-python can point at it; picture: {stack.api_url}/api/v1/lineage-store/graph.svg?nodeId=...)")
+            print(
+                f"\nLineage API: {stack.api_url}  (OpenAPI docs: {stack.api_url}/docs; Marquez Web and "
+                f"marquez-python can point at it; picture: {stack.api_url}/api/v1/lineage-store/graph.svg?nodeId=...)"
+            )
             if args.exit or not sys.stdin.isatty():
                 return 0
             print("Serving until Ctrl-C.", flush=True)

@@ -61,13 +61,15 @@ def column_lineage_table(api_url: str) -> str:
             for source in column.get("inputFields", []):
                 source_label = labels.get((source["namespace"], source["dataset"]), source["dataset"])
                 for transformation in source.get("transformations") or []:
-                    rows.append((
-                        f"{_dataset_label(dataset)}.{column['name']}",
-                        "<-",
-                        f"{source_label}.{source['field']}",
-                        f"{transformation['type']}/{transformation['subtype']}",
-                        transformation.get("description") or "",
-                    ))
+                    rows.append(
+                        (
+                            f"{_dataset_label(dataset)}.{column['name']}",
+                            "<-",
+                            f"{source_label}.{source['field']}",
+                            f"{transformation['type']}/{transformation['subtype']}",
+                            transformation.get("description") or "",
+                        )
+                    )
     return format_table(("output column", "", "input column", "type/subtype", "expression"), rows)
 
 
@@ -79,7 +81,10 @@ def _node_label(node: dict[str, Any] | None) -> str:
 
 def upstream_tables(api_url: str, table: str) -> str:
     answer = get(api_url, "/api/v1/lineage-store/tables", table=table, direction="upstream", depth=20)
-    rows = [(str(e["depth"]), _node_label(e.get("from")), "->", _job_label(e["job"]), "->", _node_label(e.get("to"))) for e in answer["edges"]]
+    rows = [
+        (str(e["depth"]), _node_label(e.get("from")), "->", _job_label(e["job"]), "->", _node_label(e.get("to")))
+        for e in answer["edges"]
+    ]
     return format_table(("depth", "input table", "", "job", "", "output table"), rows)
 
 
@@ -145,11 +150,13 @@ def correction_plan(api_url: str, table: str) -> str:
         for t in plan["tables"]
     ]
     jobs = [(_job_label(j), str(j.get("restartFromBatch", ""))) for j in plan["jobs"]]
-    return "\n\n".join([
-        f"bad snapshot: {_short(snapshot)} of {table}",
-        format_table(("downstream table", "snapshots derived from the bad one", "roll back to"), tables),
-        format_table(("job", "restart from batch"), jobs),
-    ])
+    return "\n\n".join(
+        [
+            f"bad snapshot: {_short(snapshot)} of {table}",
+            format_table(("downstream table", "snapshots derived from the bad one", "roll back to"), tables),
+            format_table(("job", "restart from batch"), jobs),
+        ]
+    )
 
 
 def _short(snapshot: Any) -> str:

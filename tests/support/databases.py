@@ -1,16 +1,18 @@
 """Real databases for the consumer's store: `sqlite_store` (a file in tmp_path),
 `postgres_store` (a fresh schema in a database created for this test session in the
-PostgreSQL at 127.0.0.1:5432, dropped afterwards) and `store`, which runs a test on both —
+PostgreSQL at 127.0.0.1:5432 or $LINEAGE_TEST_POSTGRES_URL, dropped afterwards; unreachable -> `skip_or_fail`) and `store`, which runs a test on both —
 the store contract test. `store_url` is the same pair as URLs, for tests that start the CLI."""
 
 from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+
+from tests.support.require import skip_or_fail
 
 POSTGRES_ADMIN_URL = os.environ.get("LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
@@ -24,12 +26,15 @@ def postgres_database_url() -> Iterator[str]:
 
     admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
     name = f"lineage_test_{uuid.uuid4().hex[:10]}"
+    unreachable = None
     try:
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
     except OperationalError as error:
         admin.dispose()
-        pytest.skip(f"PostgreSQL unreachable at {make_url(POSTGRES_ADMIN_URL).host}: {str(error.orig).splitlines()[0]}")
+        unreachable = str(error.orig).splitlines()[0]
+    if unreachable is not None:
+        skip_or_fail(f"PostgreSQL unreachable at {make_url(POSTGRES_ADMIN_URL).host}: {unreachable}")
     yield make_url(POSTGRES_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -5,8 +5,9 @@ streaming micro-batch (RUNNING with the microBatch run facet)."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, Sequence
+from typing import Any
 
 PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
 CORE_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
@@ -20,71 +21,106 @@ def _facet(url: str, **fields: Any) -> dict[str, Any]:
     return {"_producer": PRODUCER, "_schemaURL": url, **fields}
 
 
-def table(database: str, name: str, columns: Sequence[str], *, snapshot: str | None = None,
-          kind: str = "content", batch_id: int | None = None, partitions: list[dict[str, str]] | None = None,
-          location: str | None = None) -> dict[str, Any]:
+def table(
+    database: str,
+    name: str,
+    columns: Sequence[str],
+    *,
+    snapshot: str | None = None,
+    kind: str = "content",
+    batch_id: int | None = None,
+    partitions: list[dict[str, str]] | None = None,
+    location: str | None = None,
+) -> dict[str, Any]:
     """A catalog table stored as files: namespace `file`, name = its location (default: under WAREHOUSE),
     symlink to db.table."""
     facets: dict[str, Any] = {
-        "schema": _facet(f"{FACETS}/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
-                         fields=[{"name": column, "type": "string"} for column in columns]),
-        "symlinks": _facet(f"{FACETS}/1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
-                           identifiers=[{"namespace": "spark_catalog", "name": f"{database}.{name}", "type": "TABLE"}]),
-        "dataSource": _facet(f"{FACETS}/1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet",
-                             name="file", uri="file"),
+        "schema": _facet(
+            f"{FACETS}/1-2-0/SchemaDatasetFacet.json#/$defs/SchemaDatasetFacet",
+            fields=[{"name": column, "type": "string"} for column in columns],
+        ),
+        "symlinks": _facet(
+            f"{FACETS}/1-0-1/SymlinksDatasetFacet.json#/$defs/SymlinksDatasetFacet",
+            identifiers=[{"namespace": "spark_catalog", "name": f"{database}.{name}", "type": "TABLE"}],
+        ),
+        "dataSource": _facet(
+            f"{FACETS}/1-0-1/DatasourceDatasetFacet.json#/$defs/DatasourceDatasetFacet", name="file", uri="file"
+        ),
     }
     if snapshot is not None:
-        snapshot_facet = _facet(f"{CUSTOM}/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet",
-                                snapshotId=snapshot, kind=kind)
+        snapshot_facet = _facet(f"{CUSTOM}/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet", snapshotId=snapshot, kind=kind)
         if batch_id is not None:
             snapshot_facet["batchId"] = batch_id
         if partitions is not None:
             snapshot_facet["partitions"] = partitions
         facets["snapshot"] = snapshot_facet
-        facets["version"] = _facet(f"{FACETS}/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet",
-                                   datasetVersion=snapshot)
+        facets["version"] = _facet(
+            f"{FACETS}/1-0-1/DatasetVersionDatasetFacet.json#/$defs/DatasetVersionDatasetFacet", datasetVersion=snapshot
+        )
     return {"namespace": "file", "name": location or f"{WAREHOUSE}/{database}.db/{name}", "facets": facets}
 
 
-def transformation(kind: str = "DIRECT", subtype: str = "IDENTITY", description: str = "",
-                   masking: bool = False) -> dict[str, Any]:
+def transformation(
+    kind: str = "DIRECT", subtype: str = "IDENTITY", description: str = "", masking: bool = False
+) -> dict[str, Any]:
     return {"type": kind, "subtype": subtype, "description": description, "masking": masking}
 
 
 Source = tuple[dict[str, Any], str] | tuple[dict[str, Any], str, dict[str, Any]]
 
 
-def with_column_lineage(output: dict[str, Any], lineage: dict[str, list[Source]],
-                        indirect: Sequence[tuple[dict[str, Any], str, str]] = ()) -> dict[str, Any]:
+def with_column_lineage(
+    output: dict[str, Any], lineage: dict[str, list[Source]], indirect: Sequence[tuple[dict[str, Any], str, str]] = ()
+) -> dict[str, Any]:
     """`lineage`: output column -> [(input dataset, input column[, transformation(...)])], DIRECT/IDENTITY
     when the transformation is left out; `indirect`: (input dataset, column, subtype) dataset-level inputs."""
+
     def field(dataset: dict[str, Any], column: str, how: dict[str, Any]) -> dict[str, Any]:
         return {"namespace": dataset["namespace"], "name": dataset["name"], "field": column, "transformations": [how]}
 
     facet = _facet(
         f"{FACETS}/1-2-0/ColumnLineageDatasetFacet.json#/$defs/ColumnLineageDatasetFacet",
         fields={
-            column: {"inputFields": [field(source[0], source[1], source[2] if len(source) == 3 else transformation())
-                                     for source in sources]}
+            column: {
+                "inputFields": [
+                    field(source[0], source[1], source[2] if len(source) == 3 else transformation()) for source in sources
+                ]
+            }
             for column, sources in lineage.items()
         },
     )
     if indirect:
-        facet["dataset"] = [field(dataset, column, transformation("INDIRECT", subtype))
-                            for dataset, column, subtype in indirect]
+        facet["dataset"] = [field(dataset, column, transformation("INDIRECT", subtype)) for dataset, column, subtype in indirect]
     return {**output, "facets": {**output["facets"], "columnLineage": facet}}
 
 
-def run_event(event_type: str, job: str, inputs: Sequence[dict[str, Any]], outputs: Sequence[dict[str, Any]], *,
-              run_id: str, at: datetime, streaming: bool = False, micro_batch: dict[str, Any] | None = None,
-              parent_run_id: str | None = None, app: str = "app") -> dict[str, Any]:
+def run_event(
+    event_type: str,
+    job: str,
+    inputs: Sequence[dict[str, Any]],
+    outputs: Sequence[dict[str, Any]],
+    *,
+    run_id: str,
+    at: datetime,
+    streaming: bool = False,
+    micro_batch: dict[str, Any] | None = None,
+    parent_run_id: str | None = None,
+    app: str = "app",
+) -> dict[str, Any]:
     run_facets: dict[str, Any] = {
-        "processing_engine": _facet(f"{FACETS}/1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
-                                    version="4.0.0", name="spark", openlineageAdapterVersion="0.1.0"),
+        "processing_engine": _facet(
+            f"{FACETS}/1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
+            version="4.0.0",
+            name="spark",
+            openlineageAdapterVersion="0.1.0",
+        ),
     }
     if parent_run_id:
-        run_facets["parent"] = _facet(f"{FACETS}/1-2-0/ParentRunFacet.json#/$defs/ParentRunFacet",
-                                      run={"runId": parent_run_id}, job={"namespace": "spark", "name": app})
+        run_facets["parent"] = _facet(
+            f"{FACETS}/1-2-0/ParentRunFacet.json#/$defs/ParentRunFacet",
+            run={"runId": parent_run_id},
+            job={"namespace": "spark", "name": app},
+        )
     if micro_batch is not None:
         run_facets["microBatch"] = _facet(f"{CUSTOM}/MicroBatchRunFacet.json#/$defs/MicroBatchRunFacet", **micro_batch)
     return {
@@ -93,17 +129,32 @@ def run_event(event_type: str, job: str, inputs: Sequence[dict[str, Any]], outpu
         "producer": PRODUCER,
         "schemaURL": CORE_SCHEMA,
         "run": {"runId": run_id, "facets": run_facets},
-        "job": {"namespace": "spark", "name": job, "facets": {
-            "jobType": _facet(f"{FACETS}/2-0-4/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
-                              processingType="STREAMING" if streaming else "BATCH", integration="SPARK", jobType="JOB"),
-        }},
+        "job": {
+            "namespace": "spark",
+            "name": job,
+            "facets": {
+                "jobType": _facet(
+                    f"{FACETS}/2-0-4/JobTypeJobFacet.json#/$defs/JobTypeJobFacet",
+                    processingType="STREAMING" if streaming else "BATCH",
+                    integration="SPARK",
+                    jobType="JOB",
+                ),
+            },
+        },
         "inputs": list(inputs),
         "outputs": list(outputs),
     }
 
 
-def batch_write(job: str, inputs: Sequence[dict[str, Any]], output: dict[str, Any], *, run_id: str | None = None,
-                start: datetime = BASE_TIME, duration: timedelta = timedelta(seconds=5)) -> list[dict[str, Any]]:
+def batch_write(
+    job: str,
+    inputs: Sequence[dict[str, Any]],
+    output: dict[str, Any],
+    *,
+    run_id: str | None = None,
+    start: datetime = BASE_TIME,
+    duration: timedelta = timedelta(seconds=5),
+) -> list[dict[str, Any]]:
     """START then COMPLETE of one batch write action."""
     run_id = run_id or str(uuid.uuid4())
     return [
@@ -118,7 +169,14 @@ def wide_event(index: int, columns: int = 25) -> dict[str, Any]:
     left = table("bench", f"src_{index % 50}", names)
     right = table("bench", f"dim_{index % 7}", ["k", "v"])
     output = table("bench", f"out_{index % 200}", names, snapshot=f"s{index}")
-    output = with_column_lineage(output, {name: [(left, name)] for name in names},
-                                 indirect=[(left, "c0", "JOIN"), (right, "k", "JOIN")])
-    return run_event("COMPLETE", f"app.insert_into.out_{index % 200}", [left, right], [output],
-                     run_id=str(uuid.UUID(int=index + 1)), at=BASE_TIME + timedelta(seconds=index))
+    output = with_column_lineage(
+        output, {name: [(left, name)] for name in names}, indirect=[(left, "c0", "JOIN"), (right, "k", "JOIN")]
+    )
+    return run_event(
+        "COMPLETE",
+        f"app.insert_into.out_{index % 200}",
+        [left, right],
+        [output],
+        run_id=str(uuid.UUID(int=index + 1)),
+        at=BASE_TIME + timedelta(seconds=index),
+    )

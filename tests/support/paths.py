@@ -1,17 +1,25 @@
-"""Where the project and the read-only shared data (beside the project root) are."""
+"""Where the project and its third-party test data (tests/fixtures/external, see its README) are."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+EXTERNAL_FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "external"
+OPENLINEAGE_SPEC_DIR = EXTERNAL_FIXTURES / "openlineage-spec"
+MARQUEZ_OPENAPI = EXTERNAL_FIXTURES / "marquez" / "openapi.yml"
+MARQUEZ_DEMO_EVENTS = EXTERNAL_FIXTURES / "marquez" / "metadata.json"
+OPENLINEAGE_SAMPLES_DIR = EXTERNAL_FIXTURES / "openlineage-samples"
+# Only the browser test reads from here (the prebuilt Marquez Web); see tests/support/require.py.
 SHARED_DIR = PROJECT_ROOT.parent / "shared"
 
 
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED_DIR.is_dir():
-        pytest.skip(f"shared data not found beside the project root ({SHARED_DIR.name}/)")
-    return SHARED_DIR
+def third_party_events() -> list[dict[str, Any]]:
+    """Marquez's demo events then every sample event from other producers, in file-name order."""
+    events: list[dict[str, Any]] = []
+    for path in [MARQUEZ_DEMO_EVENTS, *sorted(OPENLINEAGE_SAMPLES_DIR.glob("*.json"))]:
+        loaded = json.loads(path.read_text())
+        events += loaded if isinstance(loaded, list) else [loaded]
+    return events

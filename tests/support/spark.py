@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support.paths import PROJECT_ROOT
+from tests.support.require import skip_or_fail
 
 SPARK_TEST_CONF = {
     "spark.ui.enabled": "false",
@@ -29,6 +31,17 @@ SPARK_TEST_CONF = {
     "spark.ui.showConsoleProgress": "false",
 }
 SCRIPT_TIMEOUT_S = 600
+
+
+def require_spark() -> None:
+    """PySpark importable and a Java runtime on PATH (or JAVA_HOME), else `skip_or_fail`."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as error:
+        skip_or_fail(f"PySpark is not installed: {error}")
+    java_home = os.environ.get("JAVA_HOME")
+    if not shutil.which("java") and not (java_home and (Path(java_home) / "bin" / "java").is_file()):
+        skip_or_fail("no Java runtime (java on PATH or JAVA_HOME): Spark needs Java 17+")
 
 
 def spark_builder(app_name: str, warehouse: Path, master: str = "local[2]") -> Any:
@@ -43,7 +56,7 @@ def spark_builder(app_name: str, warehouse: Path, master: str = "local[2]") -> A
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The shared SparkSession (real Spark, local[2])."""
-    pytest.importorskip("pyspark")
+    require_spark()
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = spark_builder("tests", warehouse).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
@@ -94,7 +107,7 @@ def script_prelude(app_name: str, warehouse: Path) -> str:
     conf = "".join(f"    .config({k!r}, {v!r})\n" for k, v in SPARK_TEST_CONF.items())
     return (
         "from pyspark.sql import SparkSession\n"
-        "spark = (SparkSession.builder.master('local[2]').appName(%r)\n%s"
-        "    .config('spark.sql.warehouse.dir', %r)\n    .getOrCreate())\n"
-        "spark.sparkContext.setLogLevel('ERROR')\n" % (app_name, conf, str(warehouse))
+        f"spark = (SparkSession.builder.master('local[2]').appName({app_name!r})\n{conf}"
+        f"    .config('spark.sql.warehouse.dir', {str(warehouse)!r})\n    .getOrCreate())\n"
+        "spark.sparkContext.setLogLevel('ERROR')\n"
     )

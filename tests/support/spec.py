@@ -1,9 +1,10 @@
-"""Validation of events against the official OpenLineage JSON Schemas (in ../shared/openlineage-spec)
+"""Validation of events against the official OpenLineage JSON Schemas (tests/fixtures/external/openlineage-spec)
 plus our own custom facet schemas (schemas/), resolving every `$ref` by `$id`."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -11,9 +12,9 @@ import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
-from tests.support.paths import PROJECT_ROOT, SHARED_DIR
+from tests.support.paths import OPENLINEAGE_SPEC_DIR, PROJECT_ROOT
 
-SPEC_DIR = SHARED_DIR / "openlineage-spec"
+SPEC_DIR = OPENLINEAGE_SPEC_DIR
 CUSTOM_SCHEMAS_DIR = PROJECT_ROOT / "schemas"
 
 
@@ -30,9 +31,7 @@ def _load_resources() -> dict[str, dict[str, Any]]:
 @lru_cache(maxsize=1)
 def _registry_and_core() -> tuple[Registry, dict[str, Any]]:
     schemas = _load_resources()
-    registry = Registry().with_resources(
-        (schema_id, Resource.from_contents(schema)) for schema_id, schema in schemas.items()
-    )
+    registry = Registry().with_resources((schema_id, Resource.from_contents(schema)) for schema_id, schema in schemas.items())
     core = json.loads((SPEC_DIR / "OpenLineage.json").read_text())
     return registry, core
 
@@ -82,5 +81,6 @@ def assert_valid_event(event: dict[str, Any]) -> None:
 
 
 @pytest.fixture(scope="session")
-def openlineage_spec(shared_dir):  # noqa: ARG001 - skips when shared/ is absent
+def openlineage_spec() -> Callable[[dict[str, Any]], None]:
+    """`assert_valid_event`, for tests that take it as a fixture."""
     return assert_valid_event

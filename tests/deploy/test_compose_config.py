@@ -1,0 +1,81 @@
+"""`docker compose config` of the public docker-compose.yml and of it with the local override
+(deploy/compose.local.yml): both must parse, and the override must change only what the local
+variant needs. Needs the `docker compose` plugin (./run tests installs it): missing is a failure."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from consumer.settings import documented_options
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERRIDE = "deploy/compose.local.yml"
+
+
+def _config(*files: str) -> dict:
+    assert shutil.which("docker"), "the docker CLI is missing (./run tests installs it)"
+    arguments = [part for name in files for part in ("-f", name)]
+    result = subprocess.run(
+        ["docker", "compose", *arguments, "--profile", "jobs", "config"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, f"docker compose config failed:\n{result.stderr}"
+    return yaml.safe_load(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def public() -> dict:
+    return _config("docker-compose.yml")
+
+
+@pytest.fixture(scope="module")
+def local() -> dict:
+    return _config("docker-compose.yml", OVERRIDE)
+
+
+def test_public_file_uses_public_images_and_our_dockerfiles(public: dict) -> None:
+    services = public["services"]
+    assert set(services) == {"kafka", "postgres", "consumer", "web", "spark-job"}
+    assert services["kafka"]["image"].startswith("apache/kafka")
+    assert services["postgres"]["image"].startswith("postgres:")
+    assert services["web"]["image"].startswith("marquezproject/marquez-web")
+    assert services["consumer"]["build"]["dockerfile"] == "deploy/consumer.Dockerfile"
+    assert services["spark-job"]["build"]["dockerfile"] == "deploy/spark-job.Dockerfile"
+    assert not any(service.get("network_mode") == "host" for service in services.values())
+
+
+def test_local_variant_uses_host_networking_and_local_images_only(local: dict) -> None:
+    script = (ROOT / "deploy" / "local-images.sh").read_text()
+    for name, service in local["services"].items():
+        assert service.get("network_mode") == "host", name
+        assert not service.get("ports"), f"{name}: published ports mean nothing with host networking"
+        assert service["image"].startswith("lineage-local/"), name
+        assert service.get("pull_policy") == "never", name
+        assert service["image"].split(":")[0].removeprefix("lineage-local/") in script, f"{name}: image not built by the script"
+
+
+def test_local_variant_keeps_every_service_on_loopback(local: dict) -> None:
+    services = local["services"]
+    assert services["consumer"]["environment"]["LINEAGE_HOST"] == "127.0.0.1"
+    assert services["consumer"]["environment"]["KAFKA_BOOTSTRAP_SERVERS"].startswith("127.0.0.1:")
+    assert "@127.0.0.1:" in services["consumer"]["environment"]["LINEAGE_STORE_URL"]
+    assert "tcp://127.0.0.1:" in " ".join(services["kafka"]["command"])
+    assert not services["kafka"].get("environment"), "Apache Kafka's settings mean nothing to Tansu"
+    assert services["spark-job"]["environment"]["OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS"].startswith("127.0.0.1:")
+    assert services["web"]["environment"]["MARQUEZ_HOST"] == "127.0.0.1"
+
+
+def test_local_variant_builds_on_local_bases_and_keeps_the_public_dockerfiles(local: dict, public: dict) -> None:
+    for name in ("consumer", "spark-job"):
+        assert local["services"][name]["build"]["dockerfile"] == public["services"][name]["build"]["dockerfile"]
+        assert local["services"][name]["build"]["args"]["BASE_IMAGE"].startswith("lineage-local/")
+
+
+def test_consumer_environment_names_are_consumer_settings(local: dict, public: dict) -> None:
+    known = {env for _, env, _, _ in documented_options()}
+    for config in (public, local):
+        assert set(config["services"]["consumer"]["environment"]) <= known
