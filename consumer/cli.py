@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     for name, help_text in (
         ("delete-table-lineage", "forget which datasets a job read and wrote, and its column lineage"),
-        ("delete-data-lineage", "forget the snapshots a job's runs consumed and produced"),
+        ("delete-data-lineage", "forget the snapshots (and partitions) a job's runs consumed and produced"),
     ):
         sub = command(name, _delete, help_text, _STORE)
         sub.add_argument("--job", required=True, help="job name")

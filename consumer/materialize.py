@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import attrs
 
 from consumer.events import DATASET_EVENT, JOB_EVENT, ValidEvent, parse_time
+from consumer.partitions import partition_names
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "ABORTED"})
 _STATE_BY_EVENT_TYPE = {
@@ -112,6 +113,8 @@ class SnapshotRow:
     partitions: Any
     start_offset: Any
     end_offset: Any
+    # the canonical texts of `partitions` (consumer.partitions), for partition_lineage
+    partition_names: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -236,12 +239,10 @@ def _dataset_row(dataset: Mapping[str, Any], direction: str | None) -> DatasetRo
 def _fields(fields: Any) -> list[FieldRow]:
     rows: dict[str, FieldRow] = {}
     for field in fields:
-        rows[field["name"]] = FieldRow(
-            name=field["name"],
-            type=field.get("type"),
-            description=field.get("description"),
-            tags=field.get("tags"),
-        )
+        name = field["name"]
+        rows[name] = FieldRow(
+            name, field.get("type"), field.get("description"), field.get("tags")
+        )  # positional: thousands per batch
     return list(rows.values())
 
 
@@ -284,16 +285,18 @@ def _edges_of(
     output: DatasetKey, output_field: str | None, input_field: Mapping[str, Any], entry: Mapping[str, Any]
 ) -> list[ColumnEdge]:
     transformations = input_field.get("transformations") or [_legacy_transformation(entry, output_field)]
-    return [
+    input_key = _key(input_field)
+    field = input_field["field"]
+    return [  # positional: thousands per batch
         ColumnEdge(
-            output=output,
-            output_field=output_field,
-            input=_key(input_field),
-            input_field=input_field["field"],
-            type=transformation.get("type") or "DIRECT",
-            subtype=transformation.get("subtype") or "",
-            description=transformation.get("description"),
-            masking=bool(transformation.get("masking", False)),
+            output,
+            output_field,
+            input_key,
+            field,
+            transformation.get("type") or "DIRECT",
+            transformation.get("subtype") or "",
+            transformation.get("description"),
+            bool(transformation.get("masking", False)),
         )
         for transformation in transformations
     ]
@@ -328,6 +331,7 @@ def _snapshots(event: Mapping[str, Any], run_batch_id: int | None) -> list[Snaps
                         kind=snapshot.get("kind"),
                         batch_id=batch_id,
                         partitions=snapshot.get("partitions"),
+                        partition_names=partition_names(snapshot.get("partitions")),
                         start_offset=snapshot.get("startOffset"),
                         end_offset=snapshot.get("endOffset"),
                     )

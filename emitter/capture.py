@@ -2,9 +2,9 @@
 
 A batch `Capture` holds everything one `QueryExecutionListener` callback tells us: plan JSON,
 timing, the leaf relations and the write target (details the plan JSON drops), the snapshots of
-inputs and output, executed metrics, and the micro-batch the action ran in (a `foreachBatch`
-write). Leaf relations are keyed by `plan.leaf_key`: the expr id of their first output
-attribute, which both sides of the py4j boundary can compute.
+inputs and output, the partitions the scans read, executed metrics, and the micro-batch the
+action ran in (a `foreachBatch` write). Leaf relations are keyed by `plan.leaf_key`: the expr id
+of their first output attribute, which both sides of the py4j boundary can compute.
 
 A streaming query gives three captures: `StreamStarted`, `StreamProgress` per micro-batch and
 `StreamEnded`.
@@ -52,6 +52,7 @@ class RelationInfo:
     schema: tuple[SchemaField, ...] = ()
     # a table format's own version read off the live table, (kind, id): ("iceberg", "8744...")
     table_version: tuple[str, str] | None = None
+    partition_columns: tuple[str, ...] = ()  # of a partitioned file source read
 
 
 @frozen
@@ -100,6 +101,8 @@ class Capture:
     write: WriteInfo | None = None
     extraction_ms: float = 0.0  # time spent copying this out of the JVM
     input_snapshots: Mapping[int, Snapshot] = field(factory=dict)  # leaf key -> snapshot
+    # leaf key -> the partitions its scans read after partition pruning (partitioned file sources)
+    input_partitions: Mapping[int, tuple[Mapping[str, str | None], ...]] = field(factory=dict)
     output_snapshot: Snapshot | None = None  # the write target after the write
     micro_batch: MicroBatchTag | None = None
     wrapped_by: str | None = None  # the class of the command this action ran nested in

@@ -33,7 +33,7 @@ from emitter.capture import (
 )
 from emitter.config import EmitterConfig
 from emitter.naming import job_name, normalize, table_namespace
-from emitter.snapshots import Snapshot
+from emitter.snapshots import Snapshot, distinct_partitions
 
 log = logging.getLogger(__name__)
 
@@ -423,13 +423,33 @@ def _relation_label(relation: RelationInfo) -> str:
 
 
 def input_datasets(capture: Capture, namespace_of_tables: str) -> list[InputDataset]:
+    """One input per dataset read; its snapshot carries the partitions read when its scans tell them."""
+    read = partitions_read_per_dataset(capture, namespace_of_tables)
     seen: dict[tuple[str, str], InputDataset] = {}
     for key, relation in capture.leaves.items():
+        location = events.dataset_location(relation, namespace_of_tables)
+        if location is None or location in seen:
+            continue
         snapshot = capture.input_snapshots.get(key)
+        if snapshot is not None and location in read:
+            snapshot = evolve(snapshot, partitions=read[location])
         dataset = events.input_dataset(relation, namespace_of_tables, facets.snapshot_facets(snapshot))
         if dataset is not None:
-            seen.setdefault((dataset.namespace, dataset.name), dataset)
+            seen[location] = dataset
     return list(seen.values())
+
+
+def partitions_read_per_dataset(
+    capture: Capture, namespace_of_tables: str
+) -> dict[tuple[str, str], tuple[dict[str, str | None], ...]]:
+    """The partitions read per input dataset: of all its leaves (a self-join reads one dataset twice)."""
+    found: dict[tuple[str, str], list[Mapping[str, str | None]]] = {}
+    for key, partitions in capture.input_partitions.items():
+        relation = capture.leaves.get(key)
+        location = events.dataset_location(relation, namespace_of_tables) if relation is not None else None
+        if location is not None:
+            found.setdefault(location, []).extend(partitions)
+    return {location: distinct_partitions(partitions) for location, partitions in found.items()}
 
 
 def output_datasets(capture: Capture, namespace_of_tables: str) -> list[OutputDataset]:

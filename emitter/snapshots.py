@@ -133,11 +133,31 @@ def partitions_written(files: Iterable[DataFile], since_ms: int | None = None) -
     directories = {
         data_file.relative_path.rpartition("/")[0] for data_file in files if since_ms is None or data_file.modified_ms >= since_ms
     }
-    seen: dict[tuple[tuple[str, str | None], ...], dict[str, str | None]] = {}
+    return distinct_partitions(partition_of(directory + "/") for directory in directories)
+
+
+def partitions_read(root: str | None, directories: Iterable[str], columns: Sequence[str]) -> tuple[dict[str, str | None], ...]:
+    """The partitions a scan read, from its partition directories (URIs or paths): the `k=v`
+    segments below the dataset root (of the whole path when it is not under the root), only
+    those naming a partition column (any case), distinct and sorted as `partitions_written`."""
+    wanted = {column.lower() for column in columns}
+    prefix = path_of(root) + "/" if root is not None else None
+    found = []
     for directory in directories:
-        values = partition_of(directory + "/")
+        # a Hadoop path names a directory as on disk (`hour=a%2Fb`): partition_of unescapes it, once
+        path = _SCHEME_AND_AUTHORITY.sub("", directory, count=1).rstrip("/")
+        relative = path[len(prefix) :] if prefix is not None and path.startswith(prefix) else path
+        values = partition_of(relative + "/")
+        found.append({key: value for key, value in values.items() if key.lower() in wanted})
+    return distinct_partitions(found)
+
+
+def distinct_partitions(partitions: Iterable[Mapping[str, str | None]]) -> tuple[dict[str, str | None], ...]:
+    """Each partition once (empty ones left out), sorted by their (column, value) pairs."""
+    seen: dict[tuple[tuple[str, str | None], ...], dict[str, str | None]] = {}
+    for values in partitions:
         if values:
-            seen[tuple(sorted(values.items(), key=lambda item: (item[0], item[1] or "")))] = values
+            seen[tuple(sorted(values.items(), key=lambda item: (item[0], item[1] or "")))] = dict(values)
     return tuple(seen[key] for key in sorted(seen, key=lambda key: [(k, v or "") for k, v in key]))
 
 

@@ -33,7 +33,7 @@ def _documented(description: str) -> dict[str, Any]:
 # this body, not FastAPI's 422 `detail` list; 422 is a question too big to answer (e.g. aligned start's bound).
 COMMON_ERRORS: dict[int | str, dict[str, Any]] = {
     400: _documented("A parameter is malformed or out of range"),
-    404: _documented("The namespace, job, dataset, field, run, snapshot or tag named is not in the store"),
+    404: _documented("The namespace, job, dataset, field, run, snapshot, partition or tag named is not in the store"),
     422: _documented("The question hit a documented search limit"),
 }
 TOKEN_ERRORS: dict[int | str, dict[str, Any]] = {401: _documented("A bearer token is configured and the request lacks it")}

@@ -61,6 +61,33 @@ def correction_plan(
     return ls.correction_plan(request.app.state.store, table, snapshot, depth)
 
 
+Partition = Query(
+    ...,
+    description="the partition: column=value, several joined by '/' in the table's partition-column order "
+    "(dt=2024-01-02, a=1/b=x); it also names the partitions below it (dt=2024-01-02 of a table partitioned by dt/hour)",
+)
+
+
+@router.get("/partitions")
+def partitions(
+    request: Request,
+    table: str = Table,
+    partition: str = Partition,
+    direction: Literal["upstream", "downstream"] = Direction,
+    depth: int = Depth,
+) -> dict:
+    """Partitions a table partition was derived from (upstream) or that derive from it (downstream), with job, run and batch of every step."""
+    return ls.partition_lineage(request.app.state.store, table, partition, direction, depth)
+
+
+@router.get("/partition-correction-plan")
+def partition_correction_plan(
+    request: Request, table: str = Table, partition: str = Partition, depth: int = Query(30, ge=0, le=100)
+) -> dict:
+    """For a bad partition: the downstream partitions derived from it (to roll back or recompute) and the jobs with the batches (runs) to rerun."""
+    return ls.partition_correction_plan(request.app.state.store, table, partition, depth)
+
+
 Tables = Query(..., description="repeat for every table the new job reads")
 
 
@@ -94,7 +121,7 @@ def delete_table_lineage(request: Request, namespace: str, job: str) -> dict:
 
 @router.delete("/jobs/{namespace}/{job}/data-lineage", dependencies=[Depends(require_token)], responses=TOKEN_ERRORS)
 def delete_data_lineage(request: Request, namespace: str, job: str) -> dict:
-    """Forget the snapshots the job's runs consumed and produced (Paimon's delete-data-lineage). Needs the token."""
+    """Forget the snapshots and partitions the job's runs consumed and produced (Paimon's delete-data-lineage). Needs the token."""
     namespace, job = segment(namespace), segment(job)
     return {
         "job": {"namespace": namespace, "name": job},

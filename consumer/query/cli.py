@@ -5,10 +5,13 @@
     lineage columns TABLE COLUMN [--downstream] [--direct-only] [--depth N]
     lineage snapshots TABLE SNAPSHOT [--downstream] [--depth N]
     lineage correction-plan TABLE SNAPSHOT        what to roll back and restart after a bad snapshot
+    lineage partitions TABLE PARTITION [--downstream] [--depth N]
+    lineage partition-correction-plan TABLE PARTITION   what to recompute and rerun after a bad partition
     lineage aligned-start TABLE [TABLE ...]       newest mutually consistent snapshots to start a job from
     lineage graph NODE_ID [--format svg|dot] [--depth N] [--output FILE]
 
-TABLE is dataset:NAMESPACE:NAME, NAMESPACE:NAME, or an unambiguous name / database.table.
+TABLE is dataset:NAMESPACE:NAME, NAMESPACE:NAME, or an unambiguous name / database.table; PARTITION is
+column=value, several joined by '/' (dt=2024-01-02, a=1/b=x).
 """
 
 from __future__ import annotations
@@ -63,6 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("snapshot")
     command.add_argument("--depth", type=int, default=30)
     command.set_defaults(run=_correction)
+    command = commands.add_parser("partitions", help="partitions TABLE PARTITION derives from (or --downstream)")
+    command.add_argument("table")
+    command.add_argument("partition")
+    command.add_argument("--downstream", action="store_true")
+    command.add_argument("--depth", type=int, default=20)
+    command.set_defaults(run=_partitions)
+    command = commands.add_parser("partition-correction-plan", help="what to recompute and rerun after a bad partition")
+    command.add_argument("table")
+    command.add_argument("partition")
+    command.add_argument("--depth", type=int, default=30)
+    command.set_defaults(run=_partition_correction)
     command = commands.add_parser("aligned-start", help="newest mutually consistent snapshots of the tables")
     command.add_argument("tables", nargs="+")
     command.set_defaults(run=_aligned)
@@ -165,6 +179,34 @@ def _correction(args: argparse.Namespace, store: Any, out: TextIO) -> None:
         else "(no jobs to restart)",
         file=out,
     )
+
+
+def _partition(ref: dict) -> str:
+    return f"{_name(ref)} {ref['partition'] or '(whole table)'}"
+
+
+def _partitions(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    direction = "downstream" if args.downstream else "upstream"
+    answer = ls.partition_lineage(store, args.table, args.partition, direction, args.depth)
+    rows = [
+        (x["depth"], _partition(x["from"]), x["job"]["name"], x["batchId"], x["runId"], _partition(x["to"]))
+        for x in answer["steps"]
+    ]
+    title = f"{direction} partitions of {_name(answer['table'])} {answer['partition']}"
+    _emit(args, out, answer, title, rows, ["depth", "from partition", "job", "batch", "run", "to partition"])
+
+
+def _partition_correction(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    answer = ls.partition_correction_plan(store, args.table, args.partition, args.depth)
+    if args.json:
+        print(json.dumps(answer, indent=2), file=out)
+        return
+    print(f"bad partition {answer['badPartition']} of {_name(answer['table'])}", file=out)
+    recompute = [(_partition(p), ", ".join(sorted({w["job"]["name"] for w in p["writtenBy"]}))) for p in answer["partitions"]]
+    print(table(recompute, ["partition to recompute", "written by"]) if recompute else "(no downstream partitions)", file=out)
+    print(file=out)
+    reruns = [(_name(j), b["batchId"], b["runId"]) for j in answer["jobs"] for b in j["batches"]]
+    print(table(reruns, ["job", "rerun batch", "run"]) if reruns else "(no jobs to rerun)", file=out)
 
 
 def _aligned(args: argparse.Namespace, store: Any, out: TextIO) -> None:

@@ -1,4 +1,5 @@
-"""Recursive graph walks over the three lineage stores, in plain SQL that SQLite and PostgreSQL both run.
+"""Recursive graph walks over the lineage stores (table, column, snapshot and partition lineage), in plain SQL
+that SQLite and PostgreSQL both run.
 
 Every walk is a `WITH RECURSIVE` over integer ids with a depth limit. Cycles cannot loop: UNION drops
 a (node, depth) row already produced and depth is bounded, so a walk visits each node at most
@@ -107,9 +108,11 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
     return sorted(reached)
 
 
+# The new datasets first, then their jobs: joining job_io to itself directly would pair every
+# frontier job with every job of a hub dataset they share before DISTINCT removes the repeats.
 _NEXT_LEVEL = _expanding(
-    "SELECT DISTINCT near.dataset_id, far.job_id FROM job_io near JOIN job_io far ON far.dataset_id = near.dataset_id "
-    "WHERE near.job_id IN :frontier AND near.dataset_id NOT IN :seen",
+    "SELECT DISTINCT dataset_id, job_id FROM job_io WHERE dataset_id IN "
+    "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
     "frontier",
     "seen",
 )
@@ -342,6 +345,94 @@ def last_snapshot_before(conn: Connection, dataset_id: int, excluded: Iterable[s
     )
     row = conn.execute(sql, {"d": dataset_id, "before": before, "excluded": excluded or [""]}).first()
     return (row[0], row[1]) if row else None
+
+
+# ---------------------------------------------------------------- partition lineage
+
+
+@attrs.frozen
+class PartitionStep:
+    """One run (or micro-batch) read `input_partition` and wrote `output_partition`; a partition of
+    None is the whole table (a table the run read or wrote without partitions)."""
+
+    input_dataset: int
+    input_partition: str | None
+    input_snapshot: str
+    job_id: int
+    run_id: int
+    barrier_id: int
+    output_dataset: int
+    output_partition: str | None
+    output_snapshot: str
+    created_at: Any
+    depth: int
+
+
+# Like the snapshot walk, over partition rows: a partition read by a run's batch reaches every
+# partition that batch wrote (and back). The walk goes on from partitions only; a far side without
+# partition rows is reported as the whole table (an unpartitioned output, an input whose partitions
+# are not known) unless it is an input known to have read none of its partitions.
+_PARTITION_WALK = """
+WITH RECURSIVE walk(dataset_id, partition_name, depth) AS (
+    SELECT DISTINCT dataset_id, partition_name, 0 FROM partition_lineage
+    WHERE dataset_id = :dataset AND (partition_name = :partition OR substr(partition_name, 1, :prefix_length) = :prefix)
+    UNION
+    SELECT farp.dataset_id, farp.partition_name, w.depth + 1
+    FROM walk w
+    JOIN partition_lineage nearp
+      ON nearp.dataset_id = w.dataset_id AND nearp.partition_name = w.partition_name AND nearp.direction = :near
+    JOIN snapshot_lineage near ON near.id = nearp.snapshot_lineage_id
+    JOIN snapshot_lineage far
+      ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
+    JOIN partition_lineage farp ON farp.snapshot_lineage_id = far.id
+    WHERE w.depth < :depth
+),
+reached AS (SELECT dataset_id, partition_name, MIN(depth) AS depth FROM walk GROUP BY dataset_id, partition_name)
+SELECT near.dataset_id, nearp.partition_name, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
+       far.dataset_id, farp.partition_name, far.snapshot_id, {output}.created_at, MIN(r.depth) + 1 AS depth
+FROM reached r
+JOIN partition_lineage nearp
+  ON nearp.dataset_id = r.dataset_id AND nearp.partition_name = r.partition_name AND nearp.direction = :near
+JOIN snapshot_lineage near ON near.id = nearp.snapshot_lineage_id
+JOIN snapshot_lineage far
+  ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
+LEFT JOIN partition_lineage farp ON farp.snapshot_lineage_id = far.id
+WHERE r.depth < :depth AND (farp.id IS NOT NULL OR far.partitions IS NULL OR far.direction = 'output')
+GROUP BY near.dataset_id, nearp.partition_name, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
+         far.dataset_id, farp.partition_name, far.snapshot_id, {output}.created_at
+"""
+
+
+def _partition_match(partition: str) -> dict[str, Any]:
+    """A partition names itself and, on a table partitioned by more columns, every partition below it."""
+    return {"partition": partition, "prefix": partition + "/", "prefix_length": len(partition) + 1}
+
+
+def partition_steps(conn: Connection, dataset_id: int, partition: str, depth: int, upstream: bool) -> list[PartitionStep]:
+    """Each (input partition) -job, batch-> (output partition) step within `depth` steps of a partition
+    of a dataset (and the partitions below it), nearest first."""
+    near, far = ("output", "input") if upstream else ("input", "output")
+    sql = _PARTITION_WALK.format(output="near" if upstream else "far")
+    parameters = {"dataset": dataset_id, "near": near, "far": far, "depth": depth, **_partition_match(partition)}
+    steps = []
+    for row in conn.execute(text(sql), parameters):
+        near_side, far_side = (row[0], row[1], row[2]), (row[6], row[7], row[8])
+        (in_ds, in_part, in_snap), (out_ds, out_part, out_snap) = (far_side, near_side) if upstream else (near_side, far_side)
+        steps.append(PartitionStep(in_ds, in_part, in_snap, row[3], row[4], row[5], out_ds, out_part, out_snap, row[9], row[10]))
+    return sorted(steps, key=_step_order)
+
+
+def _step_order(x: PartitionStep) -> tuple[Any, ...]:
+    return (x.depth, x.barrier_id, x.run_id, x.input_dataset, x.input_partition or "", x.output_dataset, x.output_partition or "")
+
+
+def matching_partitions(conn: Connection, dataset_id: int, partition: str) -> list[str]:
+    """The partitions of a dataset known to the store that `partition` names (itself, or those below it)."""
+    sql = text(
+        """SELECT DISTINCT partition_name FROM partition_lineage
+           WHERE dataset_id = :dataset AND (partition_name = :partition OR substr(partition_name, 1, :prefix_length) = :prefix)"""
+    )
+    return sorted(conn.execute(sql, {"dataset": dataset_id, **_partition_match(partition)}).scalars())
 
 
 def names(conn: Connection, table: Any, ids: Iterable[int | None]) -> dict[int, tuple[str, str]]:

@@ -5,6 +5,8 @@ printed by `python -m consumer lineage ...`):
 - where a column's values come from / go, transitive, each edge with its transformation (DIRECT only on demand);
 - snapshots a (table, snapshot) was derived from / that derive from it, with job and batch of every step;
 - a data correction plan for a bad (table, snapshot);
+- partitions a (table, partition) was derived from / that derive from it, and the correction plan of a bad
+  partition (the downstream partitions to recompute, the jobs with the batches to rerun);
 - an aligned start: the newest mutually consistent snapshots of a set of tables (Paimon's job_startup);
 - any of these as a picture (DOT / SVG).
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from consumer.partitions import parse_partition
 from consumer.query import graph
 from consumer.query.db import check_depth, iso, reading
 from consumer.query.errors import BadParameter, NotFound, SearchLimitReached
@@ -295,6 +298,143 @@ def _snapshot_created(conn: Connection, dataset: int, snapshot: str) -> Any:
         .order_by(s.snapshot_lineage.c.created_at)
         .limit(1)
     ).scalar()
+
+
+# ---------------------------------------------------------------- partitions
+
+
+def partition_lineage(store: Any, table: str, partition: str, direction: str, depth: int) -> dict:
+    """The partitions a (table, partition) derives from (upstream) or that derive from it (downstream), with the
+    job, run and batch of every step; a partition names also the partitions below it (`dt=1` of a table
+    partitioned by dt/hour)."""
+    check_depth(depth)
+    upstream = _direction(direction)
+    name = _partition_name(partition)
+    with reading(store) as conn:
+        dataset, matched = _partition_owner(conn, table, name)
+        steps = graph.partition_steps(conn, dataset, name, depth, upstream)
+        datasets, jobs, runs = _step_names(conn, dataset, steps)
+    start = {(dataset, m) for m in matched}
+    reached: dict[tuple[int, str | None], int] = {}
+    for x in steps:
+        node = (x.input_dataset, x.input_partition) if upstream else (x.output_dataset, x.output_partition)
+        if node not in start:
+            reached[node] = min(reached.get(node, x.depth), x.depth)
+    return {
+        "table": _dataset_ref(datasets, dataset),
+        "partition": name,
+        "matchedPartitions": matched,
+        "direction": direction,
+        "depth": depth,
+        "partitions": sorted(
+            ({**_partition_ref(datasets, d, p), "distance": distance} for (d, p), distance in reached.items()),
+            key=lambda t: (t["distance"], t["nodeId"], t["partition"] or ""),
+        ),
+        "steps": [_partition_step(x, datasets, jobs, runs) for x in steps],
+    }
+
+
+def _partition_name(partition: str) -> str:
+    try:
+        return parse_partition(partition)
+    except ValueError as error:
+        raise BadParameter(str(error)) from None
+
+
+def _partition_owner(conn: Connection, table: str, partition: str) -> tuple[int, list[str]]:
+    """The table's row id and its partitions `partition` names, once the partition-lineage store knows one."""
+    dataset = resolve_dataset(conn, table)
+    matched = graph.matching_partitions(conn, dataset, partition)
+    if not matched:
+        raise NotFound(f"partition {partition!r} of table {table!r} not found")
+    return dataset, matched
+
+
+def _step_names(
+    conn: Connection, dataset: int, steps: Sequence[graph.PartitionStep]
+) -> tuple[dict[int, tuple[str, str]], dict[int, tuple[str, str]], dict[int, str]]:
+    datasets = graph.names(conn, s.datasets, [dataset, *(x.input_dataset for x in steps), *(x.output_dataset for x in steps)])
+    return datasets, graph.names(conn, s.jobs, [x.job_id for x in steps]), _run_uuids(conn, [x.run_id for x in steps])
+
+
+def _partition_ref(datasets: dict[int, tuple[str, str]], row_id: int, partition: str | None) -> dict:
+    """A table's partition; `partition` None is the whole table."""
+    return {**_dataset_ref(datasets, row_id), "partition": partition}
+
+
+def _partition_step(x: graph.PartitionStep, datasets: dict, jobs: dict, runs: dict) -> dict:
+    return {
+        "from": {**_partition_ref(datasets, x.input_dataset, x.input_partition), "snapshot": x.input_snapshot},
+        "job": _job_ref(jobs, x.job_id),
+        "runId": runs[x.run_id],
+        "batchId": x.barrier_id,
+        "to": {**_partition_ref(datasets, x.output_dataset, x.output_partition), "snapshot": x.output_snapshot},
+        "createdAt": iso(x.created_at),
+        "depth": x.depth,
+    }
+
+
+def partition_correction_plan(store: Any, table: str, partition: str, depth: int = 30) -> dict:
+    """For a bad partition: every downstream partition derived from it, to roll back or recompute (a table written
+    without partitions as a whole), with the runs that wrote it; and every job with the batches (runs) that consumed
+    bad data and must run again, each with the bad partitions it read and the partitions it wrote."""
+    check_depth(depth)
+    name = _partition_name(partition)
+    with reading(store) as conn:
+        dataset, matched = _partition_owner(conn, table, name)
+        steps = graph.partition_steps(conn, dataset, name, depth, upstream=False)
+        datasets, jobs, runs = _step_names(conn, dataset, steps)
+    return {
+        "table": _dataset_ref(datasets, dataset),
+        "badPartition": name,
+        "matchedPartitions": matched,
+        "partitions": _derived_partitions(steps, datasets, jobs, runs),
+        "jobs": _batches_to_rerun(steps, datasets, jobs, runs),
+        "steps": [_partition_step(x, datasets, jobs, runs) for x in steps],
+    }
+
+
+def _derived_partitions(steps: Sequence[graph.PartitionStep], datasets: dict, jobs: dict, runs: dict) -> list[dict]:
+    derived: dict[tuple[int, str | None], list[graph.PartitionStep]] = defaultdict(list)
+    for x in steps:
+        derived[(x.output_dataset, x.output_partition)].append(x)
+    answer = []
+    for (target, part), writes in derived.items():
+        batches = sorted({(x.barrier_id, runs[x.run_id], x.job_id) for x in writes})
+        answer.append(
+            {
+                **_partition_ref(datasets, target, part),
+                "distance": min(x.depth for x in writes),
+                "derivedSnapshots": sorted({x.output_snapshot for x in writes}),
+                "writtenBy": [{"job": _job_ref(jobs, job), "runId": run, "batchId": batch} for batch, run, job in batches],
+            }
+        )
+    return sorted(answer, key=lambda t: (t["distance"], t["nodeId"], t["partition"] or ""))
+
+
+def _batches_to_rerun(steps: Sequence[graph.PartitionStep], datasets: dict, jobs: dict, runs: dict) -> list[dict]:
+    by_batch: dict[int, dict[tuple[int, int], list[graph.PartitionStep]]] = defaultdict(lambda: defaultdict(list))
+    for x in steps:
+        by_batch[x.job_id][(x.barrier_id, x.run_id)].append(x)
+    answer = []
+    for job, batches in by_batch.items():
+        reruns = [
+            {
+                "batchId": batch,
+                "runId": runs[run],
+                "createdAt": iso(min(x.created_at for x in batch_steps)),
+                "badInputs": _partition_refs(datasets, {(x.input_dataset, x.input_partition) for x in batch_steps}),
+                "recomputes": _partition_refs(datasets, {(x.output_dataset, x.output_partition) for x in batch_steps}),
+            }
+            for (batch, run), batch_steps in sorted(batches.items(), key=lambda item: (item[0][0], runs[item[0][1]]))
+        ]
+        answer.append({**_job_ref(jobs, job), "restartFromBatch": reruns[0]["batchId"], "batches": reruns})
+    return sorted(answer, key=lambda j: j["nodeId"])
+
+
+def _partition_refs(datasets: dict, nodes: set[tuple[int, str | None]]) -> list[dict]:
+    refs = [_partition_ref(datasets, d, p) for d, p in nodes]
+    return sorted(refs, key=lambda t: (t["nodeId"], t["partition"] or ""))
 
 
 def aligned_start(store: Any, tables: Sequence[str], max_steps: int = ALIGNED_SEARCH_STEPS) -> dict:

@@ -310,6 +310,22 @@ snapshot_lineage = Table(
     Index("ix_snapshot_lineage_job_barrier", "job_id", "barrier_id"),
 )
 
+# Partition-level data lineage: the partitions a run (or micro-batch) read after pruning
+# ('input') or wrote ('output'), one row per partition of its snapshot_lineage row (whose
+# barrier id may be renumbered: the rows follow it). `partition_name` is Hive's partition name
+# (`dt=2024-01-02`, `a=1/b=x`, see consumer.partitions).
+partition_lineage = Table(
+    "partition_lineage",
+    metadata,
+    _id(),
+    Column("snapshot_lineage_id", Id, ForeignKey("snapshot_lineage.id", ondelete="CASCADE"), nullable=False),
+    Column("dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
+    Column("direction", String(6), nullable=False),
+    Column("partition_name", String(512), nullable=False),
+    UniqueConstraint("snapshot_lineage_id", "partition_name", name="uq_partition_lineage"),
+    Index("ix_partition_lineage_dataset", "dataset_id", "partition_name", "direction"),
+)
+
 # Raw events as received: the source of replay and of Marquez's GET /events/lineage.
 lineage_events = Table(
     "lineage_events",
@@ -331,5 +347,6 @@ lineage_events = Table(
     Index("ix_lineage_events_job", "job_namespace", "job_name"),
 )
 
-# The Paimon lineage-proposal views (source/sink_job_lineage, source/sink_snapshot_lineage) are
-# created by the migrations (consumer/store/migrations/versions), as every other DDL.
+# The Paimon lineage-proposal views (source/sink_job_lineage, source/sink_snapshot_lineage) and
+# source/sink_partition_lineage are created by the migrations
+# (consumer/store/migrations/versions), as every other DDL.

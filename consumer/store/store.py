@@ -23,6 +23,7 @@ from consumer.store.schema import (
     jobs,
     lineage_events,
     namespaces,
+    partition_lineage,
     run_states,
     runs,
     snapshot_lineage,
@@ -32,6 +33,7 @@ from consumer.store.writer import write_batch
 
 # Everything derived from raw events, children first: what replay empties before rebuilding.
 DERIVED_TABLES = (
+    partition_lineage,
     snapshot_lineage,
     column_lineage,
     job_io,
@@ -177,10 +179,13 @@ class Store:
             return removed
 
     def delete_data_lineage(self, job_name: str, namespace: str | None = None) -> int:
-        """Forget the snapshots the job's runs consumed and produced; rows removed."""
+        """Forget the snapshots (and partitions) the job's runs consumed and produced; rows removed."""
         with self.writing() as connection:
             job_id_list = self._job_ids(connection, job_name, namespace)
-            return connection.execute(delete(snapshot_lineage).where(snapshot_lineage.c.job_id.in_(job_id_list))).rowcount
+            of_jobs = snapshot_lineage.c.job_id.in_(job_id_list)
+            partitions = partition_lineage.c.snapshot_lineage_id.in_(select(snapshot_lineage.c.id).where(of_jobs))
+            removed = connection.execute(delete(partition_lineage).where(partitions)).rowcount
+            return removed + connection.execute(delete(snapshot_lineage).where(of_jobs)).rowcount
 
     @staticmethod
     def _job_ids(connection, job_name: str, namespace: str | None) -> list[int]:  # type: ignore[no-untyped-def]

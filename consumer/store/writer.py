@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, EventRows
+from consumer.store.bulk import execute_many
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
@@ -41,6 +42,7 @@ from consumer.store.schema import (
     jobs,
     lineage_events,
     namespaces,
+    partition_lineage,
     run_states,
     runs,
     snapshot_lineage,
@@ -140,22 +142,24 @@ class _BatchWriter:
         self.insert: Callable[[Table], Any] = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         self.now = datetime.now(timezone.utc)
 
+    def many(self, statement: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+        execute_many(self.connection, statement, rows)
+
     # concurrency -------------------------------------------------------------------------
     def lock_keys(self, batch: Sequence[EventRows]) -> None:
         """PostgreSQL: transaction advisory locks on every job, dataset and run of the batch, in
         ascending lock-id order (the one global order all writers share). SQLite has one writer."""
         if self.dialect != "postgresql":
             return
-        ids: set[int] = set()
+        keys: set[tuple[str, Any]] = set()
         for rows in batch:
             if rows.job:
-                ids.add(_lock_id("job", (rows.job.namespace, rows.job.name)))
+                keys.add(("job", (rows.job.namespace, rows.job.name)))
             if rows.run:
-                ids.add(_lock_id("run", rows.run.uuid))
-            for dataset in rows.datasets:
-                ids.add(_lock_id("dataset", (dataset.namespace, dataset.name)))
-            for edge in rows.column_edges:
-                ids.update((_lock_id("dataset", edge.input), _lock_id("dataset", edge.output)))
+                keys.add(("run", rows.run.uuid))
+            keys.update(("dataset", (dataset.namespace, dataset.name)) for dataset in rows.datasets)
+            keys.update(("dataset", key) for key in _edge_datasets(rows))
+        ids = {_lock_id(kind, key) for kind, key in keys}
         if ids:
             self.connection.execute(
                 text(
@@ -177,7 +181,7 @@ class _BatchWriter:
             )
         fresh = sorted((rows for rows in batch if rows.raw.content_hash not in stored), key=lambda rows: rows.raw.content_hash)
         if fresh:
-            self.connection.execute(
+            self.many(
                 self.insert(lineage_events).on_conflict_do_nothing(index_elements=["content_hash"]),
                 [{**_raw_values(rows), "received_at": self.now} for rows in fresh],
             )
@@ -195,6 +199,7 @@ class _BatchWriter:
         self.job_io(batch, job_ids, dataset_ids, run_ids)
         self.column_lineage(batch, job_ids, dataset_ids, field_ids, run_ids)
         self.snapshots(batch, job_ids, dataset_ids, run_ids, run_seqs)
+        self.partitions(batch, dataset_ids, run_ids, run_seqs)
         self.latest_runs(set(job_ids.values()))
 
     def _earliest_latest(self, table: Table, first: str, last: str) -> dict[str, Any]:
@@ -208,25 +213,26 @@ class _BatchWriter:
     def namespaces(self, batch: Sequence[EventRows]) -> dict[str, int]:
         span: dict[str, tuple[datetime, datetime]] = {}
         for rows in batch:
-            names = {d.namespace for d in rows.datasets} | {e.input[0] for e in rows.column_edges}
-            names |= {e.output[0] for e in rows.column_edges} | ({rows.job.namespace} if rows.job else set())
+            names = {d.namespace for d in rows.datasets} | {dataset[0] for dataset in _edge_datasets(rows)}
+            names |= {rows.job.namespace} if rows.job else set()
             for name in names:
                 _widen(span, name, rows.event_time)
         statement = self.insert(namespaces)
         statement = statement.on_conflict_do_update(
             index_elements=["name"], set_=self._earliest_latest(namespaces, "created_at", "updated_at")
         )
-        self.connection.execute(
-            statement, [{"name": name, "created_at": span[name][0], "updated_at": span[name][1]} for name in sorted(span)]
-        )
+        self.many(statement, [{"name": name, "created_at": span[name][0], "updated_at": span[name][1]} for name in sorted(span)])
         return self._select_ids(namespaces, [namespaces.c.name], sorted(span))
 
     def _select_ids(self, table: Table, key_columns: list[Any], keys: Sequence[Any]) -> dict[Any, int]:
-        return {key: row["id"] for key, row in self._existing(table, key_columns, keys).items()}
+        columns = [table.c.id, *key_columns]
+        return {key: row["id"] for key, row in self._existing(table, key_columns, keys, columns).items()}
 
-    def _existing(self, table: Table, key_columns: list[Any], keys: Sequence[Any]) -> dict[Any, dict[str, Any]]:
-        """Stored rows by natural key. Two-column keys are looked up as `a IN (..) AND b IN (..)`
-        and filtered here: PostgreSQL plans row-value IN lists poorly."""
+    def _existing(
+        self, table: Table, key_columns: list[Any], keys: Sequence[Any], columns: Sequence[Any] | None = None
+    ) -> dict[Any, dict[str, Any]]:
+        """Stored rows (`columns`, default all) by natural key. Two-column keys are looked up as
+        `a IN (..) AND b IN (..)` and filtered here: PostgreSQL plans row-value IN lists poorly."""
         found: dict[Any, dict[str, Any]] = {}
         wanted = set(keys)
         for chunk in _chunks(sorted(wanted, key=repr)):
@@ -236,7 +242,8 @@ class _BatchWriter:
                 condition = and_(
                     *(column.in_(sorted({key[i] for key in chunk}, key=repr)) for i, column in enumerate(key_columns))
                 )
-            for row in self.connection.execute(select(table).where(condition)).mappings():
+            query = select(*columns) if columns is not None else select(table)
+            for row in self.connection.execute(query.where(condition)).mappings():
                 key = row[key_columns[0].name] if len(key_columns) == 1 else tuple(row[c.name] for c in key_columns)
                 if key in wanted:
                     found[key] = dict(row)
@@ -252,7 +259,7 @@ class _BatchWriter:
             index_elements=key_names,
             set_={name: statement.excluded[name] for name in values[0] if name not in key_names},
         )
-        self.connection.execute(statement, values)
+        self.many(statement, values)
         key_columns = [table.c[name] for name in key_names]
         keys = [tuple(v[name] for name in key_names) if len(key_names) > 1 else v[key_names[0]] for v in values]
         return self._select_ids(table, key_columns, keys)
@@ -265,9 +272,8 @@ class _BatchWriter:
                 change = {column: getattr(dataset, column) for column in _DATASET_VALUES if column != "current_version"}
                 change["current_version"] = dataset.version
                 own[(dataset.namespace, dataset.name)].append((rows.event_time, change, dataset.facets))
-            for edge in rows.column_edges:
-                for dataset_key in (edge.input, edge.output):
-                    _widen(referenced, dataset_key, rows.event_time)
+            for dataset_key in _edge_datasets(rows):
+                _widen(referenced, dataset_key, rows.event_time)
         wanted = sorted(own.keys() | referenced.keys())
         existing = self._existing(
             datasets, [datasets.c.namespace_id, datasets.c.name], [(namespace_ids[ns], n) for ns, n in wanted]
@@ -329,13 +335,8 @@ class _BatchWriter:
             for fields, first, last in sorted(entries, key=lambda entry: entry[1]):
                 for field in fields:
                     _fold_field(rows_by_key, (dataset_id, field.name), first, last, field)
-        for rows in batch:
-            for edge in rows.column_edges:
-                keys = [(dataset_ids[edge.input], edge.input_field)]
-                if edge.output_field is not None:
-                    keys.append((dataset_ids[edge.output], edge.output_field))
-                for key in keys:
-                    _fold_field(rows_by_key, key, rows.event_time, rows.event_time, None)
+        for key, (first, last) in _edge_field_spans(batch, dataset_ids).items():
+            _fold_field(rows_by_key, key, first, last, None)
         if rows_by_key:
             statement = self.insert(dataset_fields)
             excluded = statement.excluded
@@ -357,7 +358,7 @@ class _BatchWriter:
                 },
             )
             # By dataset (each one's rows are guarded by its advisory lock, so their order within it is free).
-            self.connection.execute(statement, sorted(rows_by_key.values(), key=lambda row: row["dataset_id"]))
+            self.many(statement, sorted(rows_by_key.values(), key=lambda row: row["dataset_id"]))
         return self._field_ids(sorted({dataset_id for dataset_id, _ in rows_by_key}))
 
     def _field_ids(self, dataset_id_list: list[int]) -> dict[tuple[int, str], int]:
@@ -468,14 +469,14 @@ class _BatchWriter:
             if any(value["moved_uuid"] in stored for value in appended):
                 # a stored run that now starts earlier but still after all the others may take the
                 # number of another appended run: through negative numbers, as below
-                self.connection.execute(statement, [{**value, "seq": -value["seq"]} for value in appended])
-            self.connection.execute(statement, appended)
+                self.many(statement, [{**value, "seq": -value["seq"]} for value in appended])
+            self.many(statement, appended)
         if not moves:
             return
         statement = update(runs).where(runs.c.id == bindparam("moved")).values(run_seq=bindparam("seq"))
         # Through negative numbers: no two runs of a job ever share one (uq_runs_job_seq).
-        self.connection.execute(statement, [{"moved": run_id, "seq": -new} for run_id, _, new in moves])
-        self.connection.execute(statement, [{"moved": run_id, "seq": new} for run_id, _, new in moves])
+        self.many(statement, [{"moved": run_id, "seq": -new} for run_id, _, new in moves])
+        self.many(statement, [{"moved": run_id, "seq": new} for run_id, _, new in moves])
         # A batch run's snapshots carry its number as barrier id; a streaming run's carry micro-batch ids.
         moved_facets = dict(
             self.connection.execute(
@@ -488,7 +489,7 @@ class _BatchWriter:
             if old > 0 and "microBatch" not in (moved_facets.get(run_id) or {})
         ]
         if renumbered:
-            self.connection.execute(
+            self.many(
                 update(snapshot_lineage)
                 .where(snapshot_lineage.c.run_id == bindparam("moved"), snapshot_lineage.c.barrier_id == bindparam("old"))
                 .values(barrier_id=bindparam("new")),
@@ -518,7 +519,7 @@ class _BatchWriter:
             if rows.run
         }
         if values:
-            self.connection.execute(
+            self.many(
                 self.insert(run_states).on_conflict_do_nothing(index_elements=["run_id", "event_type", "transitioned_at"]),
                 [values[key] for key in sorted(values)],
             )
@@ -552,7 +553,7 @@ class _BatchWriter:
                 set_={name: excluded[name] for name in ("run_id", "fields", "facets", "created_at")},
                 where=excluded.created_at < dataset_versions.c.created_at,
             )
-            self.connection.execute(statement, [values[key] for key in sorted(values)])
+            self.many(statement, [values[key] for key in sorted(values)])
 
     def job_io(
         self,
@@ -596,7 +597,7 @@ class _BatchWriter:
         for column in newest_columns:
             set_[column] = case((newer, excluded[column]), else_=table.c[column])
         statement = statement.on_conflict_do_update(index_elements=key_names, index_where=index_where, set_=set_)
-        self.connection.execute(statement, values)
+        self.many(statement, values)
 
     def column_lineage(
         self,
@@ -613,11 +614,20 @@ class _BatchWriter:
                 continue
             job_id = job_ids[(rows.job.namespace, rows.job.name)]
             run_id = run_ids.get(rows.run.uuid) if rows.run else None
+            time = rows.event_time
             for edge in rows.column_edges:
                 output_id = dataset_ids[edge.output]
                 input_id = dataset_ids[edge.input]
                 input_field_id = field_ids[(input_id, edge.input_field)]
                 output_field_id = None if edge.output_field is None else field_ids[(output_id, edge.output_field)]
+                spans = per_dataset if output_field_id is None else per_field
+                key = (output_id if output_field_id is None else output_field_id, input_field_id, edge.type, edge.subtype)
+                current = spans.get(key)
+                if current is not None:  # seen in this batch: only an earlier or newer sighting changes it
+                    if time < current["first_seen"]:
+                        current["first_seen"] = time
+                    if time < current["last_seen"]:
+                        continue
                 row = {
                     "output_dataset_id": output_id,
                     "output_field_id": output_field_id,
@@ -629,10 +639,7 @@ class _BatchWriter:
                     "masking": edge.masking,
                     "job_id": job_id,
                 }
-                if output_field_id is None:
-                    _span(per_dataset, (output_id, input_field_id, edge.type, edge.subtype), rows.event_time, run_id, row)
-                else:
-                    _span(per_field, (output_field_id, input_field_id, edge.type, edge.subtype), rows.event_time, run_id, row)
+                _span(spans, key, time, run_id, row)
         newest = ("transformation_description", "masking", "job_id")
         self._upsert_spans(
             column_lineage,
@@ -691,7 +698,39 @@ class _BatchWriter:
             },
             where=excluded.created_at >= snapshot_lineage.c.created_at,
         )
-        self.connection.execute(statement, [values[key] for key in sorted(values)])
+        self.many(statement, [values[key] for key in sorted(values)])
+
+    def partitions(
+        self,
+        batch: Sequence[EventRows],
+        dataset_ids: dict[DatasetKey, int],
+        run_ids: dict[str, int],
+        run_seqs: dict[str, int],
+    ) -> None:
+        """The partitions each snapshot_lineage row's run read or wrote: the union over its events
+        (so any order or batching of them gives the same rows), keyed to that row."""
+        wanted: dict[tuple[int, int, int, str], set[str]] = defaultdict(set)
+        for rows in batch:
+            if not rows.run or not rows.job:
+                continue
+            for snapshot in rows.snapshots:
+                if snapshot.partition_names:
+                    barrier_id = snapshot.batch_id if snapshot.batch_id is not None else run_seqs[rows.run.uuid]
+                    key = (run_ids[rows.run.uuid], barrier_id, dataset_ids[snapshot.dataset], snapshot.direction)
+                    wanted[key].update(snapshot.partition_names)
+        if not wanted:
+            return
+        c = snapshot_lineage.c
+        snapshot_ids = self._select_ids(snapshot_lineage, [c.run_id, c.barrier_id, c.dataset_id, c.direction], sorted(wanted))
+        values = [
+            {"snapshot_lineage_id": snapshot_ids[key], "dataset_id": key[2], "direction": key[3], "partition_name": name}
+            for key in sorted(wanted)
+            for name in sorted(wanted[key])
+        ]
+        statement = self.insert(partition_lineage).on_conflict_do_nothing(
+            index_elements=["snapshot_lineage_id", "partition_name"]
+        )
+        self.many(statement, values)
 
     def latest_runs(self, job_id_set: set[int]) -> None:
         if not job_id_set:
@@ -736,6 +775,30 @@ def _fold_run(current: Mapping[str, Any] | None, run_events: list[EventRows]) ->
         "created_at": min(times),
         "updated_at": max(times),
     }
+
+
+def _edge_datasets(rows: EventRows) -> set[DatasetKey]:
+    """The datasets an event's column-lineage edges name."""
+    return {edge.input for edge in rows.column_edges} | {edge.output for edge in rows.column_edges}
+
+
+def _edge_field_spans(batch: Sequence[EventRows], dataset_ids: dict[DatasetKey, int]) -> dict[tuple[int, str], list[datetime]]:
+    """Every field a column-lineage edge of the batch names, with the first and last time one did."""
+    spans: dict[tuple[int, str], list[datetime]] = {}
+    for rows in batch:
+        time = rows.event_time
+        named = {(edge.input, edge.input_field) for edge in rows.column_edges}
+        named.update((edge.output, edge.output_field) for edge in rows.column_edges if edge.output_field is not None)
+        for dataset, field in named:
+            key = (dataset_ids[dataset], field)
+            span = spans.get(key)
+            if span is None:
+                spans[key] = [time, time]
+            elif time < span[0]:
+                span[0] = time
+            elif time > span[1]:
+                span[1] = time
+    return spans
 
 
 def _widen(spans: dict[Any, tuple[datetime, datetime]], key: Any, time: datetime) -> None:

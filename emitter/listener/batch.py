@@ -1,6 +1,7 @@
 """The batch listener: a Python `QueryExecutionListener` (called through py4j on Spark's listener
 bus thread) that copies each action into one complete `Capture` (plan, leaves, write target,
-metrics, input and output snapshots, the micro-batch it ran in) and hands it to the pipeline.
+metrics, input and output snapshots, the partitions its scans read, the micro-batch it ran in)
+and hands it to the pipeline.
 
 It must never disturb the job: every callback is wrapped, failures are logged and dropped.
 """
@@ -18,6 +19,7 @@ from attrs import evolve
 
 from emitter.capture import Capture, MicroBatchTag, RelationInfo, WriteInfo
 from emitter.listener import files, jvm
+from emitter.listener.partitions import Partitions, ScannedPartitions
 from emitter.snapshots import Snapshot
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class BatchListener:
 
     def __init__(self, gateway: Any, pipeline: ActionSink, hadoop_conf: Any = None, tagger: Any = None) -> None:
         self.dumper = jvm.PlanDumper(gateway)
+        self.scanned_partitions = ScannedPartitions(gateway)
         self.gateway = gateway
         self.pipeline = pipeline
         self.hadoop_conf = hadoop_conf  # for listing non-local write targets
@@ -97,11 +100,13 @@ class BatchListener:
         leaves: Mapping[int, RelationInfo] = {}
         cached_plans: Mapping[int, str] = {}
         input_snapshots: Mapping[int, Snapshot] = {}
+        input_partitions: Mapping[int, Partitions] = {}
         plan_json = ""
         if not merged:
             leaves, cached_plans, input_snapshots, plan_json = self._read_plan(plan)
             if write is None and not leaves:
                 return None
+            input_partitions = jvm.guarded({}, self.scanned_partitions.read, query_execution, leaves)
         duration = int(duration_ns or 0)
         written_since = end_time - timedelta(microseconds=duration // 1000)
         error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)
@@ -119,6 +124,7 @@ class BatchListener:
             cached_plan_jsons=cached_plans,
             write=write,
             input_snapshots=input_snapshots,
+            input_partitions=input_partitions,
             output_snapshot=None if merged else self._output_snapshot(write, written_since),
             micro_batch=self._micro_batch(query_execution),
             wrapped_by=self._wrapper(query_execution),

@@ -81,6 +81,7 @@ def described_relation(description: dict[str, Any]) -> RelationInfo | None:
         table=TableRef(table["name"], table.get("database"), table.get("catalog")) if table else None,
         table_location=description.get("location"),
         schema=schema_fields(description["schema"]),
+        partition_columns=tuple(description.get("partitionColumns", ())),
     )
 
 
@@ -187,6 +188,7 @@ def _logical_relation(leaf: Any) -> RelationInfo:
             table=info.table,
             table_location=info.table_location,
             schema=schema,
+            partition_columns=tuple(f.name for f in schema_fields(json.loads(str(relation.partitionSchema().json())))),
         )
     if relation_class == "JDBCRelation":
         options = guarded({}, lambda: naming_options(relation.jdbcOptions().parameters()))

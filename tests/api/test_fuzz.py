@@ -1,6 +1,6 @@
 """Property-based fuzz of the HTTP API against its own OpenAPI document (schemathesis): for every route,
 a bounded number of generated requests on a SQLite store seeded with Marquez's demo events and our
-Spark-like pipeline. No answer may be a 5xx, use an undocumented status code, or break the documented
+Spark-like pipelines. No answer may be a 5xx, use an undocumented status code, or break the documented
 response schema."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from schemathesis.specs.openapi.checks import (
 
 from consumer.api import create_app
 from consumer.store import open_store
+from tests.query.daily_pipeline import events as daily_events
 from tests.query.pipeline import events as pipeline_events
 from tests.query.pipeline import ingest
 from tests.support.paths import third_party_events
@@ -39,6 +40,7 @@ def seeded_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     store = open_store(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'lineage.db'}")
     ingest(store, third_party_events())
     ingest(store, pipeline_events())
+    ingest(store, daily_events())
     app.state.store = store
     yield store
     app.state.store = None

@@ -14,7 +14,14 @@ from consumer.store.schema import metadata
 from tests.consumer.helpers import write_events
 from tests.support.events import batch_write, table
 
-VIEWS = {"source_job_lineage", "sink_job_lineage", "source_snapshot_lineage", "sink_snapshot_lineage"}
+VIEWS = {
+    "source_job_lineage",
+    "sink_job_lineage",
+    "source_snapshot_lineage",
+    "sink_snapshot_lineage",
+    "source_partition_lineage",
+    "sink_partition_lineage",
+}
 
 
 def _legacy_store(url: str, version: int) -> None:
@@ -58,7 +65,7 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
-    for version, expected in ((1, ["0002", "0003", "0004"]), (2, ["0003", "0004"])):
+    for version, expected in ((1, ["0002", "0003", "0004", "0005"]), (2, ["0003", "0004", "0005"])):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
         with store.engine.begin() as connection:  # what a legacy store holds: a namespace and a raw event
@@ -102,7 +109,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0004"
+    assert head_revision() == "0005"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():

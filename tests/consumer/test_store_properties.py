@@ -30,7 +30,9 @@ EVENT_TYPES = ("START", "RUNNING", "COMPLETE", "FAIL", "ABORT", "OTHER")
 RUN_IDS = [[str(uuid.UUID(int=job * 16 + run + 1)) for run in range(4)] for job in range(len(JOBS))]
 
 
-def _dataset(index: int, schema: int, snapshot: int | None, lineage_from: int | None) -> dict[str, Any]:
+def _dataset(
+    index: int, schema: int, snapshot: int | None, lineage_from: int | None, partitions: tuple[int, ...] = ()
+) -> dict[str, Any]:
     namespace, _, name = DATASETS[index].partition(".")
     facets: dict[str, Any] = {
         "schema": {"fields": [{"name": f, "type": "string" if f == "name" else "long"} for f in SCHEMAS[schema]]},
@@ -38,6 +40,7 @@ def _dataset(index: int, schema: int, snapshot: int | None, lineage_from: int | 
     }
     if snapshot is not None:
         facets["snapshot"] = {"snapshotId": f"{name}-{snapshot}", "kind": "content"}
+        facets["snapshot"]["partitions"] = [{"dt": f"2026-03-0{day + 1}"} for day in partitions]
     if lineage_from is not None:
         source_ns, _, source = DATASETS[lineage_from].partition(".")
         facets["columnLineage"] = {
@@ -64,6 +67,9 @@ def _dataset(index: int, schema: int, snapshot: int | None, lineage_from: int | 
             ],
         }
     return {"namespace": namespace, "name": name, "facets": facets}
+
+
+_days = st.lists(st.integers(0, 2), max_size=2, unique=True).map(tuple)  # the partitions of a snapshot
 
 
 @st.composite
@@ -93,8 +99,8 @@ def _event(draw: st.DrawFn, minute: int) -> dict[str, Any]:
         "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
         "run": {"runId": RUN_IDS[job][draw(st.integers(0, 3))], "facets": run_facets},
         "job": {"namespace": "spark", "name": JOBS[job], "facets": job_facets},
-        "inputs": [_dataset(i, draw(st.integers(0, 2)), draw(st.none() | st.integers(0, 2)), None) for i in inputs],
-        "outputs": [_dataset(output, draw(st.integers(0, 2)), draw(st.none() | st.integers(0, 2)), lineage_from)],
+        "inputs": [_dataset(i, draw(st.integers(0, 2)), draw(st.none() | st.integers(0, 2)), None, draw(_days)) for i in inputs],
+        "outputs": [_dataset(output, draw(st.integers(0, 2)), draw(st.none() | st.integers(0, 2)), lineage_from, draw(_days))],
     }
 
 
@@ -145,6 +151,10 @@ def full_dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
         keys[name] = {r["id"]: (keys["namespaces"][r["namespace_id"]], r["name"]) for r in rows[name]}
     keys["runs"] = {r["id"]: r["uuid"] for r in rows["runs"]}
     keys["dataset_fields"] = {r["id"]: (keys["datasets"][r["dataset_id"]], r["name"]) for r in rows["dataset_fields"]}
+    keys["snapshot_lineage"] = {
+        r["id"]: (keys["runs"][r["run_id"]], r["barrier_id"], keys["datasets"][r["dataset_id"]], r["direction"])
+        for r in rows["snapshot_lineage"]
+    }
     dumped = {}
     for table in DERIVED_TABLES:
         references = {fk.parent.name: fk.column.table.name for fk in table.foreign_keys}

@@ -105,6 +105,27 @@ def test_a_batch_capture_becomes_start_and_complete_with_lineage_and_snapshots()
     assert complete["run"]["facets"]["parent"]["run"]["runId"] == pipeline.app_run_id
 
 
+def test_input_snapshots_carry_the_partitions_read_by_every_scan_of_the_dataset() -> None:
+    capture = _aggregate_capture()
+    [key] = capture.leaves
+    dimension = RelationInfo(node_class="LogicalRelation", paths=("file:/wh/dim",), format="parquet")
+    capture = evolve(
+        capture,
+        # the same table read twice (a self-join: two leaves), and an unpartitioned dimension
+        leaves={**capture.leaves, key + 1: capture.leaves[key], key + 2: dimension},
+        input_snapshots={**capture.input_snapshots, key + 2: Snapshot("dim-1", "content")},
+        input_partitions={key: ({"dt": "2026-01-02"},), key + 1: ({"dt": "2026-01-01"}, {"dt": "2026-01-02"})},
+    )
+    pipeline, client = _pipeline()
+    pipeline.handle(capture)
+    for event in client.events:
+        assert_valid_event(event)
+    snapshots = {source["name"]: source["facets"]["snapshot"] for source in client.events[-1]["inputs"]}
+    assert snapshots["/wh/customers"]["partitions"] == [{"dt": "2026-01-01"}, {"dt": "2026-01-02"}]
+    assert snapshots["/wh/customers"]["snapshotId"] == "in-1"
+    assert "partitions" not in snapshots["/wh/dim"]
+
+
 def _started(**changes: Any) -> StreamStarted:
     source = Endpoint("FileStreamSource[file:/in]", RelationInfo("FileStreamSource", paths=("file:/in",)), True)
     sink = Endpoint("FileSink[file:/sink]", RelationInfo("FileSink", paths=("file:/sink",)), True)

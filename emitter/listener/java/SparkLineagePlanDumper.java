@@ -1,6 +1,6 @@
 // What a batch action reads and writes, in one round trip: describe(plan) returns every leaf of
-// the plan and its subqueries (class, key, schema, paths, format, table, the files Spark's index
-// listed) as one JSON line, then the plan's JSON.
+// the plan and its subqueries (class, key, schema, paths, format, partition columns, table, the
+// files Spark's index listed) as one JSON line, then the plan's JSON.
 // The plan's JSON is SparkLineageCompactPlan's (toJSON() without what the lineage engine never
 // reads), or Spark's own toJSON() after setCompact(false) or when the compact writer fails.
 public class SparkLineagePlanDumper {
@@ -82,6 +82,13 @@ public class SparkLineagePlanDumper {
           SparkLineageResult.jsonString(b, ((org.apache.spark.sql.sources.DataSourceRegister) format).shortName());
         } else { SparkLineageResult.jsonString(b, String.valueOf(format).toLowerCase()); }
         files(b, fs.location());
+        b.append(",\"partitionColumns\":[");
+        String[] partitionColumns = fs.partitionSchema().fieldNames();
+        for (int i = 0; i < partitionColumns.length; i++) {
+          if (i > 0) b.append(',');
+          SparkLineageResult.jsonString(b, partitionColumns[i]);
+        }
+        b.append(']');
       }
       scala.Option catalogTable = logical.catalogTable();
       if (catalogTable.isDefined()) {

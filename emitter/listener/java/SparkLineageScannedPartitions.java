@@ -1,0 +1,116 @@
+// Which partitions the file scans of an executed plan read after static partition pruning, as
+// one JSON array: [{"key": leaf key, "paths": [root paths], "directories": [partition dirs]}].
+// Only scans of partitioned HadoopFsRelations are listed. The partitions are Spark's own
+// `selectedPartitions` of each FileSourceScanExec (computed when the scan ran: no new listing),
+// which leave dynamic pruning filters out. Its type differs between Spark versions
+// (PartitionDirectory[] on 3.5, a ScanFileListing on 4.x), so it is read by reflection: a helper
+// that does not compile would leave every helper of the compilation unit out.
+// The key is that of the optimized plan's LogicalRelation the scan was planned from (its logical
+// link), so the Python side can tell which input it belongs to.
+public class SparkLineageScannedPartitions {
+  public String of(org.apache.spark.sql.execution.QueryExecution queryExecution) throws Exception {
+    java.util.List scans = new java.util.ArrayList();
+    collect(queryExecution.executedPlan(), scans, new java.util.IdentityHashMap());
+    StringBuilder b = new StringBuilder("[");
+    for (int i = 0; i < scans.size(); i++) {
+      int mark = b.length();
+      try {
+        if (b.length() > 1) b.append(',');
+        scan(b, (org.apache.spark.sql.execution.FileSourceScanExec) scans.get(i));
+      } catch (Throwable unreadable) {
+        b.setLength(mark);
+      }
+    }
+    return SparkLineageResult.of(b.append(']').toString());
+  }
+
+  // every FileSourceScanExec of the plan, through adaptive plans, query stages and subqueries
+  // (innerChildren); the plans cached DataFrames hold are not descended into
+  static void collect(Object node, java.util.List scans, java.util.IdentityHashMap seen) {
+    if (node == null || seen.put(node, Boolean.TRUE) != null) return;
+    if (node instanceof org.apache.spark.sql.execution.FileSourceScanExec) {
+      org.apache.spark.sql.execution.FileSourceScanExec scan = (org.apache.spark.sql.execution.FileSourceScanExec) node;
+      if (!scan.relation().partitionSchema().isEmpty()) scans.add(scan);
+      return;
+    }
+    if (node instanceof org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) {
+      collect(((org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) node).executedPlan(), scans, seen);
+    }
+    if (node instanceof org.apache.spark.sql.execution.adaptive.QueryStageExec) {
+      collect(((org.apache.spark.sql.execution.adaptive.QueryStageExec) node).plan(), scans, seen);
+    }
+    if (node instanceof org.apache.spark.sql.catalyst.plans.QueryPlan) {
+      org.apache.spark.sql.catalyst.plans.QueryPlan plan = (org.apache.spark.sql.catalyst.plans.QueryPlan) node;
+      scala.collection.Iterator children = plan.children().iterator();
+      while (children.hasNext()) collect(children.next(), scans, seen);
+      scala.collection.Iterator inner = plan.innerChildren().iterator();
+      while (inner.hasNext()) collect(inner.next(), scans, seen);
+    }
+  }
+
+  static void scan(StringBuilder b, org.apache.spark.sql.execution.FileSourceScanExec scan) throws Exception {
+    b.append("{\"key\":");
+    scala.Option link = scan.logicalLink();
+    Object key = null;
+    if (link.isDefined()) {
+      scala.collection.Seq leaves = ((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) link.get()).collectLeaves();
+      if (leaves.size() == 1) {
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf = (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.head();
+        if (!leaf.output().isEmpty()) {
+          key = Long.valueOf(((org.apache.spark.sql.catalyst.expressions.Attribute) leaf.output().head()).exprId().id());
+        }
+      }
+    }
+    b.append(key == null ? "null" : key.toString());
+    b.append(",\"paths\":[");
+    scala.collection.Iterator roots = scan.relation().location().rootPaths().iterator();
+    boolean first = true;
+    while (roots.hasNext()) {
+      if (!first) b.append(',');
+      first = false;
+      SparkLineageResult.jsonString(b, String.valueOf(roots.next()));
+    }
+    b.append("],\"directories\":[");
+    java.util.Set directories = new java.util.LinkedHashSet();
+    partitionDirectories(invoke(scan, "selectedPartitions"), directories);
+    java.util.Iterator each = directories.iterator();
+    first = true;
+    while (each.hasNext()) {
+      if (!first) b.append(',');
+      first = false;
+      SparkLineageResult.jsonString(b, (String) each.next());
+    }
+    b.append("]}");
+  }
+
+  // the directory of each selected partition: the parent of its first file (a partition without
+  // files was not read)
+  static void partitionDirectories(Object selected, java.util.Set directories) throws Exception {
+    java.util.Iterator partitions;
+    if (selected instanceof Object[]) {
+      partitions = java.util.Arrays.asList((Object[]) selected).iterator();
+    } else {
+      scala.collection.Iterator listing = (scala.collection.Iterator) invoke(selected, "filePartitionIterator");
+      java.util.List all = new java.util.ArrayList();
+      while (listing.hasNext()) all.add(listing.next());
+      partitions = all.iterator();
+    }
+    while (partitions.hasNext()) {
+      scala.collection.Iterator files = iterator(invoke(partitions.next(), "files"));
+      if (!files.hasNext()) continue;
+      org.apache.hadoop.fs.Path path = (org.apache.hadoop.fs.Path) invoke(files.next(), "getPath");
+      if (path.getParent() != null) directories.add(path.getParent().toString());
+    }
+  }
+
+  static scala.collection.Iterator iterator(Object files) {
+    if (files instanceof scala.collection.Iterator) return (scala.collection.Iterator) files;
+    return ((scala.collection.Iterable) files).iterator();
+  }
+
+  static Object invoke(Object target, String name) throws Exception {
+    java.lang.reflect.Method method = target.getClass().getMethod(name, new Class[0]);
+    method.setAccessible(true);  // declared by a Scala class that is not public in bytecode
+    return method.invoke(target, new Object[0]);
+  }
+}
