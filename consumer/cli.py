@@ -149,6 +149,7 @@ def _lineage(argv: list[str]) -> int:
 
 def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
     import time
+    from concurrent.futures import Future, ThreadPoolExecutor
 
     from consumer.events import InvalidEvent
     from consumer.ingest import prepare
@@ -160,16 +161,25 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
     saved_tags = store.clear_derived()
     done = skipped = 0
     started = time.monotonic()
-    for chunk in store.raw_payloads():
-        prepared = []
-        for payload in chunk:
-            try:
-                prepared.append(prepare(payload))
-            except InvalidEvent:
-                skipped += 1  # stored under older rules; kept raw, not derived
-        store.rebuild(prepared)
-        done += len(chunk)
-        _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
+    # Pipelined as ingestion is: the next chunk is prepared while the last one is being stored.
+    in_flight: tuple[Future[None], int] | None = None
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-store") as store_thread:
+        for chunk in store.raw_payloads():
+            prepared = []
+            for payload in chunk:
+                try:
+                    prepared.append(prepare(payload))
+                except InvalidEvent:
+                    skipped += 1  # stored under older rules; kept raw, not derived
+            if in_flight is not None:
+                in_flight[0].result()
+                done += in_flight[1]
+                _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
+            in_flight = (store_thread.submit(store.rebuild, prepared), len(chunk))
+        if in_flight is not None:
+            in_flight[0].result()
+            done += in_flight[1]
+            _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
     store.restore_tags(saved_tags)
     err.write("\n")
     rate = done / max(time.monotonic() - started, 1e-9)

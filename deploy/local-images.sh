@@ -20,6 +20,11 @@ rebuild=false
 
 say() { echo "local-images: $*" >&2; }
 
+# Temporary files and folders live under one directory, removed however the script ends.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+scratch_dir() { mktemp -d -p "$scratch"; }
+
 have_image() { ! $rebuild && docker image inspect "$1" >/dev/null 2>&1; }
 
 # The Debian mirror apt already uses here (deb822 .sources first, then sources.list lines).
@@ -49,22 +54,32 @@ build() {  # build IMAGE DOCKERFILE CONTEXT [--build-arg ...]
 }
 
 build_always() {  # our own images: Docker's layer cache makes an unchanged rebuild quick
-    local image=$1 dockerfile=$2 context=$3
+    local image=$1 dockerfile=$2 context=$3 log previous
     shift 3
     say "building $image"
-    DOCKER_BUILDKIT=0 docker build --network host -q -t "$image" -f "$dockerfile" "$@" "$context" >/dev/null
+    previous=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)
+    # The classic builder (no buildx plugin needed); its output is shown only when the build fails.
+    log=$(scratch_dir)/build.log
+    if ! DOCKER_BUILDKIT=0 docker build --network host -t "$image" -f "$dockerfile" "$@" "$context" >"$log" 2>&1; then
+        tail -n 40 "$log" >&2
+        say "building $image failed"
+        exit 1
+    fi
+    # The image this build replaced, unless something still uses it (then Docker refuses).
+    if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$image")" ]; then
+        docker image rm "$previous" >/dev/null 2>&1 || true
+    fi
 }
 
 debian_base() {
     local image=$prefix/debian:$suite
     if have_image "$image"; then say "$image exists"; return; fi
-    local dir ca
-    dir=$(mktemp -d)
-    trap 'rm -rf "$dir"' RETURN
+    local dir log ca
+    dir=$(scratch_dir)
+    log=$(scratch_dir)/debootstrap.log
     say "debootstrap $suite from $(debian_mirror) (a few minutes)"
-    debootstrap --variant=minbase "$suite" "$dir" "$(debian_mirror)" >"$dir.log" 2>&1 \
-        || { tail -n 20 "$dir.log" >&2; exit 1; }
-    rm -f "$dir.log"
+    debootstrap --variant=minbase "$suite" "$dir" "$(debian_mirror)" >"$log" 2>&1 \
+        || { tail -n 20 "$log" >&2; say "debootstrap failed"; exit 1; }
     rm -rf "$dir"/var/cache/apt/archives/*.deb "$dir"/var/lib/apt/lists/*
     local changes=()
     ca=$(pip_ca_bundle)
@@ -90,8 +105,7 @@ marquez_web() {
     if have_image "$image"; then say "$image exists"; return; fi
     local web context
     web=$(marquez_web_dir)
-    context=$(mktemp -d)
-    trap 'rm -rf "$context"' RETURN
+    context=$(scratch_dir)
     cp -r "$web/dist" "$context/dist"
     cp "$web/LICENSE" "$context/dist/LICENSE.marquez-web" 2>/dev/null || true
     cp deploy/local/marquez_web_server.py "$context/"

@@ -26,6 +26,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, select, text, update
@@ -131,6 +132,7 @@ _PROVISIONAL_SEQ = -1_000_000_000
 _STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: stamps compare as text in time order
 
 
+@lru_cache(maxsize=8192)  # a batch stamps each event's time once per entity it touches
 def _stamp(time: datetime) -> str:
     return time.astimezone(timezone.utc).strftime(_STAMP)
 

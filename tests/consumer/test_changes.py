@@ -5,15 +5,20 @@ finished runs, on SQLite and PostgreSQL, with a real broker and the demo pipelin
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer
 from sqlalchemy import select
 
 from consumer.changes import PublishingStore, change_scope, changed_messages
@@ -22,7 +27,7 @@ from consumer.ingest import Ingestor, prepare
 from consumer.kafka_io import ChangeMessages, DeadLetters, EventSource
 from consumer.store import open_store
 from consumer.store import schema as s
-from tests.support.broker import read_topic, unique_topic
+from tests.support.broker import free_port, read_topic, unique_topic
 
 pytestmark = pytest.mark.kafka
 
@@ -80,6 +85,17 @@ def _present_table_edges(view: dict[bytes, dict[str, Any]]) -> set[tuple[str, ..
     }
 
 
+def _implied_table_edges(events: list[bytes]) -> set[tuple[str, ...]]:
+    """The table-lineage edges the events themselves name: each job to each dataset it read or wrote."""
+    edges: set[tuple[str, ...]] = set()
+    for raw in events:
+        event = json.loads(raw)
+        for direction, datasets in (("input", event.get("inputs")), ("output", event.get("outputs"))):
+            for dataset in datasets or []:
+                edges.add((event["job"]["namespace"], event["job"]["name"], direction, dataset["namespace"], dataset["name"]))
+    return edges
+
+
 def _store_table_edges(store: PublishingStore) -> set[tuple[str, ...]]:
     job_ns, ds_ns = s.namespaces.alias("job_ns"), s.namespaces.alias("ds_ns")
     query = (
@@ -118,7 +134,7 @@ def test_a_subscriber_rebuilds_the_stores_lineage_from_the_changes_topic(publish
     view = _subscriber_view(kafka_bootstrap, changes_topic)
     store_edges = _store_table_edges(store)
     assert len(store_edges) >= 10
-    assert _present_table_edges(view) == store_edges
+    assert _present_table_edges(view) == store_edges == _implied_table_edges(events)
     kinds = [message["kind"] for message in view.values()]
     assert kinds.count("column_lineage_edge") == _count(store, s.column_lineage)
     assert kinds.count("run_finished") == _count(store, s.runs, s.runs.c.state.in_(["COMPLETED", "FAILED", "ABORTED"]))
@@ -138,6 +154,107 @@ def test_a_subscriber_rebuilds_the_stores_lineage_from_the_changes_topic(publish
     assert any(
         m["kind"] == "table_lineage_edge" and m["state"] == "retired" and m["job"]["name"] == job_name for m in view.values()
     )
+
+
+def _subscribe(bootstrap: str, topic: str, idle_seconds: float = 5.0) -> dict[bytes, dict[str, Any]]:
+    """A subscriber as docs/kafka.md shows one: a consumer group reading the changes topic from the
+    beginning, keeping present table-lineage edges by key and dropping retired ones; it stops
+    once the topic has been quiet for `idle_seconds`."""
+    edges: dict[bytes, dict[str, Any]] = {}
+    subscriber = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=f"lineage-view-{uuid.uuid4().hex[:6]}",
+        auto_offset_reset="earliest",
+        **GROUP_TIMEOUTS,
+        heartbeat_interval_ms=1000,
+    )
+    try:
+        deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+        last_new = time.monotonic()
+        while time.monotonic() - last_new < idle_seconds or not edges:
+            assert time.monotonic() < deadline, f"no table-lineage edges on {topic} within {DRAIN_LIMIT_SECONDS:.0f} s"
+            for records in subscriber.poll(timeout_ms=500).values():
+                for record in records:
+                    last_new = time.monotonic()
+                    change = json.loads(record.value)
+                    if change["kind"] == "table_lineage_edge":
+                        if change["state"] == "present":
+                            edges[record.key] = change
+                        else:
+                            edges.pop(record.key, None)
+    finally:
+        subscriber.close()
+    return edges
+
+
+def test_serve_with_a_changes_topic_tells_a_subscriber_the_demo_pipelines_table_lineage(
+    sqlite_url: str, kafka_bootstrap: str
+) -> None:
+    """`serve --changes-topic` as operators run it, fed the demo pipeline's events: a subscriber of
+    the changes topic ends with exactly the table-lineage edges the events imply, which are the
+    store's, each keyed by its identity."""
+    events = _demo_events()
+    events_topic = unique_topic("events", kafka_bootstrap)
+    changes_topic = unique_topic("changes")
+    port = free_port()
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "consumer", "serve", "--store", sqlite_url, "--bootstrap-servers", kafka_bootstrap]
+        + ["--topic", events_topic, "--group", f"g-{uuid.uuid4().hex[:6]}", "--dead-letter-topic", f"{events_topic}.dlq"]
+        + ["--changes-topic", changes_topic, "--host", "127.0.0.1", "--port", str(port)]
+        + ["--session-timeout-ms", "3000", "--max-poll-interval-ms", "3000"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _produce(kafka_bootstrap, events_topic, events)
+        deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+        while _stored_through_api(port) < len(events):
+            assert serve.poll() is None, "serve exited"
+            assert time.monotonic() < deadline, f"the consumer did not store the {len(events)} events"
+            time.sleep(0.2)
+        subscribed = _subscribe(kafka_bootstrap, changes_topic)
+        store = open_store(sqlite_url)
+        try:
+            store_edges = _store_table_edges(store)
+        finally:
+            store.dispose()
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            _, log = serve.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            _, log = serve.communicate()
+
+    rebuilt = {
+        (m["job"]["namespace"], m["job"]["name"], m["direction"], m["dataset"]["namespace"], m["dataset"]["name"])
+        for m in subscribed.values()
+    }
+    assert len(rebuilt) >= 10, log[-2000:]
+    assert rebuilt == _implied_table_edges(events) == store_edges
+    assert {key: json.loads(key) for key in subscribed} == {
+        key: [
+            "table_lineage_edge",
+            m["job"]["namespace"],
+            m["job"]["name"],
+            m["direction"],
+            m["dataset"]["namespace"],
+            m["dataset"]["name"],
+        ]
+        for key, m in subscribed.items()
+    }
+
+
+def _stored_through_api(port: int) -> int:
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/api/v1/events/lineage", params={"limit": 1}, timeout=5)
+        return int(response.json()["totalCount"]) if response.status_code == 200 else 0
+    except httpx.HTTPError:
+        return 0
 
 
 def test_every_message_matches_its_schema_and_its_key(publishing: Any, kafka_bootstrap: str) -> None:

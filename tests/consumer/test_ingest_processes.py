@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from kafka import KafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 
 from consumer.ingest import ORIGINAL_SIZE_HEADER, REASON_CLASS_HEADER, REASON_HEADER, TRUNCATED_HEADER
@@ -294,33 +295,139 @@ def _sampling_readiness(base: str) -> Iterator[list[int]]:
         sampler.join(timeout=15)
 
 
+def _metrics(base: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """GET /metrics (what `curl /metrics` shows) as {(sample, labels): value}."""
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(httpx.get(f"{base}/metrics").text)
+        for sample in family.samples
+    }
+
+
+def _sample(metrics: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
+    return metrics.get((name, frozenset(labels.items())), 0.0)
+
+
+def _lags(metrics: dict[tuple[str, frozenset[tuple[str, str]]], float], topic: str) -> dict[str, float]:
+    """lineage_consumer_lag by partition, for `topic`."""
+    return {
+        dict(labels)["partition"]: value
+        for (name, labels), value in metrics.items()
+        if name == "lineage_consumer_lag" and dict(labels)["topic"] == topic
+    }
+
+
 def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start_broker):
+    """`serve` watched through /metrics and /readyz while events arrive: every counter moves by
+    what happened (stored, dead-lettered by class, batch sizes, transactions, lag per partition,
+    HTTP requests by route and status); re-read events are not counted twice; a killed broker
+    turns readiness and `lineage_broker_reachable` down (the process stays alive), and ingestion
+    resumes when a broker is back on the same address."""
     broker = start_broker()
-    topic = unique_topic("watched", broker.bootstrap)
+    topic = unique_topic("watched", broker.bootstrap, partitions=2)
     store = open_store(sqlite_url)
-    first, second = _events(3)[:2], _events(3)[2:]
+    events = _events(150)  # 300 events keyed by 150 job names: both partitions get some
+    late = _events(153)[300:]  # 6 more, after the broker came back
+    too_large = _keyed(_events(1, shared_inputs=1))[0]
+    too_large = (b"big", json.dumps({**json.loads(too_large[1]), "pad": "x" * 30_000}).encode())
+    job_route = "/api/v1/namespaces/{namespace}/jobs/{job}"
     try:
-        with _serving(sqlite_url, broker.bootstrap, topic) as (base, _):
+        with _serving(sqlite_url, broker.bootstrap, topic, "--batch-size", "2", "--max-event-bytes", "20000") as (base, process):
             _wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, "readiness")
-            _produce(broker.bootstrap, topic, _keyed(first))
-            _wait_for(lambda: _metric(base, "lineage_events_stored_total") == len(first), "the first events counted")
-            _produce(broker.bootstrap, topic, _keyed(second))
-            _wait_for(lambda: _metric(base, "lineage_events_stored_total") == len(first) + len(second), "the next ones")
-            batches = _metric(base, "lineage_store_transaction_seconds_count")
-            lag_reported = _metric(base, "lineage_consumer_lag", topic=topic, partition="0")
-            assigned = _metric(base, "lineage_partitions_assigned")
+            before = _metrics(base)
+            _produce(broker.bootstrap, topic, _keyed(events) + [(b"bad", b"not json"), too_large])
+            sampled_lags: list[dict[str, float]] = []
+
+            def all_handled() -> bool:
+                metrics = _metrics(base)
+                sampled_lags.append(_lags(metrics, topic))
+                dead = [_sample(metrics, "lineage_events_dead_lettered_total", reason=r) for r in ("invalid", "too_large")]
+                return _sample(metrics, "lineage_events_stored_total") >= len(events) and dead == [1, 1]
+
+            _wait_for(all_handled, "every event stored and both bad records dead-lettered")
+            final_lags = _wait_for(lambda: (lags := _lags(_metrics(base), topic)) and not any(lags.values()) and lags, "lag 0")
+            found = httpx.get(f"{base}/api/v1/namespaces/spark/jobs/app.job0")
+            missing = httpx.get(f"{base}/api/v1/namespaces/spark/jobs/no-such-job")
+            unrouted = httpx.get(f"{base}/no/such/route")
+            after = _metrics(base)
+
+            # The same events once more (a redelivery): stored again as a batch, counted as nothing new.
+            _produce(broker.bootstrap, topic, _keyed(events[:10]))
+            _wait_for(
+                lambda: _sample(_metrics(base), "lineage_store_batch_size_sum") == len(events) + 10, "the redelivered batch"
+            )
+            redelivered = _metrics(base)
+
             broker.stop()
             gone = _wait_for(
                 lambda: (response := httpx.get(f"{base}/readyz")).status_code == 503 and response, "readiness to drop", 60
             )
-            unreachable = _metric(base, "lineage_broker_reachable")
+            down = _metrics(base)
             alive = httpx.get(f"{base}/healthz").status_code
+
+            back = start_broker(port=broker.port)  # an empty broker (memory storage) on the same address
+            _create_topic(back.bootstrap, topic, partitions=2)
+            _wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, "readiness after the broker came back", 90)
+            _produce(back.bootstrap, topic, _keyed(late))
+            _wait_for(
+                lambda: _sample(_metrics(base), "lineage_events_stored_total") >= len(events) + len(late),
+                "events sent after the broker came back",
+                90,
+            )
+            resumed = _metrics(base)
+            still_running = process.poll() is None
     finally:
         store.dispose()
 
-    assert batches is not None and batches >= 2 and assigned == 1
-    assert lag_reported is not None and lag_reported >= 0  # reported; its value depends on the broker's watermarks
-    assert gone.json()["broker"] == "unreachable" and unreachable == 0 and alive == 200
+    # Stored, dead-lettered by class.
+    assert _sample(before, "lineage_events_stored_total") == 0 and _sample(after, "lineage_events_stored_total") == len(events)
+    assert _sample(after, "lineage_events_dead_lettered_total", reason="invalid") == 1
+    assert _sample(after, "lineage_events_dead_lettered_total", reason="too_large") == 1
+    assert _stored_count(sqlite_url) == len(events) + len(late)
+    # Batch sizes (at most --batch-size records each) and one transaction duration per batch.
+    batches = _sample(after, "lineage_store_batch_size_count")
+    assert _sample(before, "lineage_store_batch_size_count") == 0 and batches >= len(events) / 2
+    assert _sample(after, "lineage_store_batch_size_sum") == len(events)
+    assert _sample(after, "lineage_store_batch_size_bucket", le="5.0") == batches
+    assert _sample(after, "lineage_store_transaction_seconds_count") == batches
+    assert _sample(after, "lineage_store_transaction_seconds_bucket", le="+Inf") == batches
+    assert _sample(after, "lineage_store_transaction_seconds_sum") > 0
+    # Lag per partition: behind while the records were being stored, 0 once they all were.
+    assert set(final_lags) == {"0", "1"} and _sample(after, "lineage_partitions_assigned") == 2
+    assert any(lag > 0 for lags in sampled_lags for lag in lags.values()), sampled_lags
+    # HTTP requests by route template and status.
+    assert (found.status_code, missing.status_code, unrouted.status_code) == (200, 404, 404)
+    for status in ("200", "404"):
+        counted = _sample(after, "lineage_http_requests_total", method="GET", route=job_route, status=status)
+        assert counted == _sample(before, "lineage_http_requests_total", method="GET", route=job_route, status=status) + 1
+    assert _sample(after, "lineage_http_requests_total", method="GET", route="<unmatched>", status="404") == 1
+    assert _sample(after, "lineage_http_requests_total", method="GET", route="/readyz", status="200") >= 1
+    assert _sample(after, "lineage_http_request_seconds_count", route=job_route) == 2
+    # A redelivery is stored as a batch but not counted as new events.
+    assert _sample(redelivered, "lineage_events_stored_total") == len(events)
+    assert _sample(resumed, "lineage_events_stored_total") == len(events) + len(late)
+    # The killed broker: not ready, unreachable, still alive; then back and ingesting.
+    assert gone.json()["broker"] == "unreachable" and _sample(down, "lineage_broker_reachable") == 0 and alive == 200
+    assert _sample(after, "lineage_broker_reachable") == 1 and _sample(resumed, "lineage_broker_reachable") == 1
+    assert still_running
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    finally:
+        admin.close()
+
+
+def _stored_count(store_url: str) -> int:
+    store = open_store(store_url)
+    try:
+        return _stored(store)
+    finally:
+        store.dispose()
 
 
 def test_a_failed_ingestion_loop_under_serve_is_logged_reported_and_restarted(sqlite_store, sqlite_url, kafka_bootstrap, caplog):

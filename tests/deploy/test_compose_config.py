@@ -4,6 +4,7 @@ variant needs. Needs the `docker compose` plugin (./run tests installs it): miss
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,11 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 OVERRIDE = "deploy/compose.local.yml"
 
 
-def _config(*files: str) -> dict:
+def _config(*files: str, env: dict[str, str] | None = None) -> dict:
     assert shutil.which("docker"), "the docker CLI is missing (./run tests installs it)"
     arguments = [part for name in files for part in ("-f", name)]
+    environment = {name: value for name, value in os.environ.items() if not name.startswith("STACK_")} | (env or {})
     result = subprocess.run(
-        ["docker", "compose", *arguments, "--profile", "jobs", "config"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ["docker", "compose", *arguments, "--profile", "jobs", "config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
     )
     assert result.returncode == 0, f"docker compose config failed:\n{result.stderr}"
     return yaml.safe_load(result.stdout)
@@ -79,3 +86,29 @@ def test_consumer_environment_names_are_consumer_settings(local: dict, public: d
     known = {env for _, env, _, _ in documented_options()}
     for config in (public, local):
         assert set(config["services"]["consumer"]["environment"]) <= known
+
+
+def test_local_ports_default_to_their_documented_values(local: dict) -> None:
+    services = local["services"]
+    assert "tcp://127.0.0.1:59092" in services["kafka"]["command"]
+    assert services["postgres"]["environment"]["PGPORT"] == "55432"
+    assert services["consumer"]["environment"]["LINEAGE_PORT"] == "55000"
+    assert services["web"]["environment"]["WEB_PORT"] == "53000"
+
+
+def test_each_local_port_moves_everywhere_it_is_used() -> None:
+    """./run stack moves a port that is taken: every service, healthcheck and URL naming it must follow."""
+    moved = {"STACK_BROKER_PORT": "41001", "STACK_POSTGRES_PORT": "41002", "STACK_API_PORT": "41003", "STACK_WEB_PORT": "41004"}
+    services = _config("docker-compose.yml", OVERRIDE, env=moved)["services"]
+    text = yaml.safe_dump(services)
+    for default in ("59092", "55432", "55000", "53000"):
+        assert default not in text, f"port {default} is fixed somewhere"
+    broker, postgres, api, web = moved.values()
+    assert f"tcp://127.0.0.1:{broker}" in services["kafka"]["command"]
+    assert broker in str(services["kafka"]["healthcheck"]["test"])
+    assert services["consumer"]["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == f"127.0.0.1:{broker}"
+    assert services["spark-job"]["environment"]["OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS"] == f"127.0.0.1:{broker}"
+    assert services["postgres"]["environment"]["PGPORT"] == postgres and postgres in services["postgres"]["healthcheck"]["test"]
+    assert f"@127.0.0.1:{postgres}/" in services["consumer"]["environment"]["LINEAGE_STORE_URL"]
+    assert services["consumer"]["environment"]["LINEAGE_PORT"] == api == services["web"]["environment"]["MARQUEZ_PORT"]
+    assert services["web"]["environment"]["WEB_PORT"] == web
