@@ -36,6 +36,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sqlalchemy import create_engine, text
 
+from consumer.cli import tune_garbage_collector
 from consumer.ingest import Ingestor, SourceState
 from consumer.kafka_io import DeadLetters, EventSource
 from consumer.store import open_store
@@ -237,6 +238,7 @@ def main() -> None:
         help="admin URL of a PostgreSQL where a scratch database is created and dropped",
     )
     args = parser.parse_args()
+    tune_garbage_collector()  # as `python -m consumer` does
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     broker = None

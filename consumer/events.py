@@ -8,7 +8,6 @@ unknown facets pass through untouched.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Mapping
@@ -16,6 +15,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 import attrs
+
+from consumer import json_codec
 
 RUN_EVENT = "RunEvent"
 DATASET_EVENT = "DatasetEvent"
@@ -74,7 +75,7 @@ _TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of objects and arr
 
 def decode(raw: bytes | str) -> Any:
     try:
-        decoded = json.loads(raw)
+        decoded = json_codec.loads(raw)
     except RecursionError:
         raise InvalidEvent("", _TOO_DEEP) from None
     except (ValueError, UnicodeDecodeError) as error:

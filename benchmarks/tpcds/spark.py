@@ -14,6 +14,7 @@ from benchmarks.tpcds.queries import TARGET_DATABASE, Ctas
 
 SOURCE_DATABASE = "tpcds"
 DOUBLE_QUOTED_IDENTIFIERS = "spark.sql.ansi.doubleQuotedIdentifiers"
+ANSI_MODE = "spark.sql.ansi.enabled"
 
 # Shared 2-core machine: keep Spark small and quiet; never truncate plan field lists.
 SESSION_CONF: dict[str, str] = {
@@ -46,12 +47,22 @@ def register_tables(spark: SparkSession, tables_root: Path, table_names: list[st
 
 
 def run_ctas(spark: SparkSession, statement: Ctas) -> None:
-    """Run one CTAS, with double-quoted identifiers only for the queries that need them."""
-    spark.conf.set(DOUBLE_QUOTED_IDENTIFIERS, str(statement.uses_double_quoted_identifiers).lower())
+    """Run one CTAS, with double-quoted identifiers only for the queries that need them (Spark 3.5
+    honours them only in ANSI mode, Spark 4's default, so these few run in ANSI mode there)."""
+    quoted = statement.uses_double_quoted_identifiers
+    ansi_before = spark.conf.get(ANSI_MODE, None)
+    spark.conf.set(DOUBLE_QUOTED_IDENTIFIERS, str(quoted).lower())
+    if quoted:
+        spark.conf.set(ANSI_MODE, "true")
     try:
         spark.sql(statement.sql)
     finally:
         spark.conf.unset(DOUBLE_QUOTED_IDENTIFIERS)
+        if quoted:
+            if ansi_before is None:
+                spark.conf.unset(ANSI_MODE)
+            else:
+                spark.conf.set(ANSI_MODE, ansi_before)
 
 
 def drop_table(spark: SparkSession, table: str) -> None:

@@ -58,6 +58,18 @@ def _expanding(sql: str, *names: str) -> Any:
     return text(sql).bindparams(*(bindparam(name, expanding=True) for name in names))
 
 
+def _id_lists(conn: Connection, sql: str, *names: str) -> Any:
+    """`sql` whose `IN :name` / `NOT IN :name` take lists of integer ids: on PostgreSQL one array
+    parameter each (one statement text, planned once; 2-3x faster than hundreds of parameters),
+    elsewhere an expanded list."""
+    if conn.dialect.name != "postgresql":
+        return _expanding(sql, *names)
+    for name in names:
+        sql = sql.replace(f"NOT IN :{name}", f"<> ALL(CAST(:{name} AS bigint[]))")
+        sql = sql.replace(f"IN :{name}", f"= ANY(CAST(:{name} AS bigint[]))")
+    return text(sql)
+
+
 # ---------------------------------------------------------------- table lineage
 
 # Ids per IN list: under SQLite's default bound-parameter limit (32,766) and small enough for PostgreSQL's planner.
@@ -73,7 +85,7 @@ def _ids_in_chunks(ids: Iterable[int]) -> Iterable[list[int]]:
 def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int]) -> set[int]:
     """DISTINCT `column` of the job_io rows whose `key` is one of `ids`."""
     found: set[int] = set()
-    sql = _expanding(f"SELECT DISTINCT {column} FROM job_io WHERE {key} IN :ids", "ids")
+    sql = _id_lists(conn, f"SELECT DISTINCT {column} FROM job_io WHERE {key} IN :ids", "ids")
     for chunk in _ids_in_chunks(ids):
         found.update(conn.execute(sql, {"ids": chunk}).scalars())
     return found
@@ -92,10 +104,14 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
     by n jobs multiplies that by n.)"""
     reached = _existing_jobs(conn, start_jobs)
     frontier, seen_datasets = set(reached), set[int]()
+    # PostgreSQL's planner estimates a hub dataset's jobs from the average and hash-joins the
+    # whole of job_io in the one-query form: there, two index lookups per level are faster.
+    one_query = conn.dialect.name != "postgresql"
     for _ in range(depth):
-        if len(frontier) <= _IDS_PER_QUERY and len(seen_datasets) <= _IDS_PER_QUERY:
+        if one_query and len(frontier) <= _IDS_PER_QUERY and len(seen_datasets) <= _IDS_PER_QUERY:
             # one round trip per level: what a chain of small jobs needs most
-            pairs = conn.execute(_NEXT_LEVEL, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
+            next_level = _id_lists(conn, _NEXT_LEVEL, "frontier", "seen")
+            pairs = conn.execute(next_level, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
             datasets, jobs = {dataset for dataset, _ in pairs}, {job for _, job in pairs}
         else:  # the same in two steps, each in chunks of ids
             datasets = _column_of_io(conn, "dataset_id", "job_id", frontier) - seen_datasets
@@ -110,24 +126,22 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
 
 # The new datasets first, then their jobs: joining job_io to itself directly would pair every
 # frontier job with every job of a hub dataset they share before DISTINCT removes the repeats.
-_NEXT_LEVEL = _expanding(
+_NEXT_LEVEL = (
     "SELECT DISTINCT dataset_id, job_id FROM job_io WHERE dataset_id IN "
-    "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
-    "frontier",
-    "seen",
+    "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)"
 )
 
 
 def _existing_jobs(conn: Connection, job_ids: Sequence[int]) -> set[int]:
     found: set[int] = set()
-    sql = _expanding("SELECT id FROM jobs WHERE id IN :ids", "ids")
+    sql = _id_lists(conn, "SELECT id FROM jobs WHERE id IN :ids", "ids")
     for chunk in _ids_in_chunks(job_ids):
         found.update(conn.execute(sql, {"ids": chunk}).scalars())
     return found
 
 
 def job_io_of(conn: Connection, job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
-    sql = _expanding("SELECT job_id, dataset_id, direction FROM job_io WHERE job_id IN :jobs", "jobs")
+    sql = _id_lists(conn, "SELECT job_id, dataset_id, direction FROM job_io WHERE job_id IN :jobs", "jobs")
     rows = [tuple(row) for chunk in _ids_in_chunks(job_ids) for row in conn.execute(sql, {"jobs": chunk})]
     return sorted(rows)
 
@@ -440,7 +454,9 @@ def names(conn: Connection, table: Any, ids: Iterable[int | None]) -> dict[int, 
     wanted = sorted({i for i in ids if i is not None})
     if not wanted:
         return {}
-    sql = _expanding(
-        f"SELECT t.id, n.name, t.name FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id WHERE t.id IN :ids", "ids"
+    sql = _id_lists(
+        conn,
+        f"SELECT t.id, n.name, t.name FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id WHERE t.id IN :ids",
+        "ids",
     )
     return {row[0]: (row[1], row[2]) for row in conn.execute(sql, {"ids": wanted})}

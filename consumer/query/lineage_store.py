@@ -156,12 +156,7 @@ def column_lineage(store: Any, table: str, column: str, direction: str, depth: i
         "tableLevelInputs": [
             {
                 "from": _field_ref(fields[e.input_field]),
-                "transformation": {
-                    "type": e.type,
-                    "subtype": e.subtype,
-                    "description": e.description or "",
-                    "masking": e.masking,
-                },
+                "transformation": _transformation(e),
                 "job": _job_ref(jobs, e.job_id),
             }
             for e in dataset_level
@@ -170,18 +165,17 @@ def column_lineage(store: Any, table: str, column: str, direction: str, depth: i
             {
                 "from": _field_ref(fields[e.input_field]),
                 "to": _field_ref(fields[e.output_field]),
-                "transformation": {
-                    "type": e.type,
-                    "subtype": e.subtype,
-                    "description": e.description or "",
-                    "masking": e.masking,
-                },
+                "transformation": _transformation(e),
                 "job": _job_ref(jobs, e.job_id),
                 "depth": e.depth,
             }
             for e in edges
         ],
     }
+
+
+def _transformation(edge: graph.FieldEdge) -> dict:
+    return {"type": edge.type, "subtype": edge.subtype, "description": edge.description or "", "masking": edge.masking}
 
 
 def _field_ref(f: graph.FieldInfo) -> dict:

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, create_engine, delete, event, func, s
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from consumer import json_codec
 from consumer.materialize import TERMINAL_STATES, EventRows
 from consumer.store import migrations, tags
 from consumer.store.schema import (
@@ -59,11 +60,13 @@ def engine_for(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.drivername in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
+    # JSON columns (facets) are most of what a batch writes and a graph answer reads
+    codec = {"json_serializer": json_codec.dumps, "json_deserializer": json_codec.loads}
     if parsed.get_backend_name() == "sqlite":
-        engine = create_engine(parsed, connect_args={"timeout": 30})
+        engine = create_engine(parsed, connect_args={"timeout": 30}, **codec)
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(parsed, pool_pre_ping=True)
+    return create_engine(parsed, pool_pre_ping=True, **codec)
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]

@@ -58,6 +58,7 @@ class BatchListener:
 
     def __init__(self, gateway: Any, pipeline: ActionSink, hadoop_conf: Any = None, tagger: Any = None) -> None:
         self.dumper = jvm.PlanDumper(gateway)
+        self.writes = jvm.WriteDescriber(gateway)
         self.scanned_partitions = ScannedPartitions(gateway)
         self.gateway = gateway
         self.pipeline = pipeline
@@ -91,11 +92,11 @@ class BatchListener:
         plan = query_execution.optimizedPlan()
         root_class = jvm.simple_class(plan)
         query_execution_id = int(query_execution.id())
-        write = jvm.write_info(plan, root_class, query_execution, with_metrics=False)
+        write, with_metrics = self.writes.describe(query_execution, plan, root_class)
         if write is None and not self.pipeline.wants_reads:
             return None
         merged = write is not None and self.pipeline.merges(write.command, query_execution_id, write.target)
-        if write is not None and not merged:
+        if write is not None and not merged and not with_metrics:
             write = evolve(write, metrics=jvm.executed_write_metrics(query_execution))
         leaves: Mapping[int, RelationInfo] = {}
         cached_plans: Mapping[int, str] = {}

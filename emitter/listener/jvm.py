@@ -287,6 +287,63 @@ def _schema_field(name: str, data_type: Any) -> SchemaField:
 
 
 # writes ----------------------------------------------------------------------------------
+WRITES_CLASS = "SparkLineageWrites"
+
+
+class WriteDescriber:
+    """The write an action ran, with its executed metrics, in one call of the helper
+    `java/SparkLineageWrites.java`; through py4j call by call where the helper does not know
+    the command (or is unavailable)."""
+
+    def __init__(self, gateway: Any) -> None:
+        try:
+            self.helper: Any = janino.new_instance(gateway, WRITES_CLASS)
+        except Exception as error:  # noqa: BLE001
+            log.info("Janino write helper unavailable (%s); writes are read through py4j", error)
+            self.helper = None
+
+    def describe(self, query_execution: Any, root: Any, command: str) -> tuple[WriteInfo | None, bool]:
+        """(the write, whether its metrics are in it); (None, True) when the action writes nothing."""
+        if command not in _WRITE_EXTRACTORS:
+            return None, True
+        if self.helper is not None:
+            text = guarded(None, lambda: janino.read_result(self.helper.describe(query_execution)))
+            if text:
+                return described_write(json.loads(text)), True
+        return write_info(root, command, query_execution, with_metrics=False), False
+
+
+def described_write(description: dict[str, Any]) -> WriteInfo:
+    """WriteInfo from the helper's JSON (see java/SparkLineageWrites.java)."""
+    command = description["command"]
+    output_columns = tuple(description.get("columns") or ())
+    fields = schema_fields(description.get("schema") or {})
+    if len(fields) == len(output_columns):
+        fields = tuple(SchemaField(name, f.type, f.fields) for name, f in zip(output_columns, fields, strict=True))
+    table_json = description.get("table")
+    table = TableRef(table_json["name"], table_json.get("database"), table_json.get("catalog")) if table_json else None
+    path = description.get("path")
+    if path is not None:
+        target = RelationInfo(
+            node_class=command,
+            paths=(path,),
+            format=description.get("format"),
+            table=table,
+            table_location=path if table is not None else None,
+            schema=fields,
+        )
+    else:
+        target = RelationInfo(
+            node_class=command,
+            table=table,
+            table_location=description.get("location"),
+            format=description.get("format"),
+            schema=fields,
+        )
+    metrics = {name: int(value) for name, value in (description.get("metrics") or {}).items()}
+    return WriteInfo(command=command, target=target, mode=description.get("mode"), output_columns=output_columns, metrics=metrics)
+
+
 def write_info(root: Any, command: str, query_execution: Any, with_metrics: bool = True) -> WriteInfo | None:
     """What the write command targets, or None when the root writes nothing we recognise."""
     extractor = _WRITE_EXTRACTORS.get(command)

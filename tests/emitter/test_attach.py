@@ -183,3 +183,53 @@ def test_only_the_options_that_name_a_dataset_are_copied_out_of_the_jvm(spark):
         options.put(key, value)
     scala_options = spark._jvm.scala.collection.JavaConverters.mapAsScalaMap(options)
     assert jvm.naming_options(scala_options) == {"url": "jdbc:postgresql://db/shop", "dbtable": "orders"}
+
+
+class _WriteRecorder:
+    """A QueryExecutionListener keeping, per write, the helper's description and the py4j one."""
+
+    class Java:
+        implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
+
+    def __init__(self, describer: jvm.WriteDescriber) -> None:
+        self.describer = describer
+        self.pairs: list[tuple[str, object, object]] = []
+
+    def onSuccess(self, func_name: str, query_execution, duration_ns: int) -> None:  # noqa: N802
+        plan = query_execution.optimizedPlan()
+        command = jvm.simple_class(plan)
+        described, with_metrics = self.describer.describe(query_execution, plan, command)
+        if described is not None:
+            assert with_metrics, "the helper knows every write of these"
+            self.pairs.append((command, described, jvm.write_info(plan, command, query_execution, with_metrics=True)))
+
+    def onFailure(self, func_name: str, query_execution, exception) -> None:  # noqa: N802
+        pass
+
+
+def test_write_helper_describes_each_write_as_the_py4j_calls_do(spark, tmp_path: Path):
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    gateway = spark.sparkContext._gateway
+    recorder = _WriteRecorder(jvm.WriteDescriber(gateway))
+    assert recorder.describer.helper is not None, "Janino compiled the write helper"
+    ensure_callback_server_started(gateway)
+    manager = spark._jsparkSession.listenerManager()
+    manager.register(recorder)
+    try:
+        frame = spark.range(5).selectExpr("id", "cast(id AS string) AS label")
+        frame.write.parquet(str(tmp_path / "plain"))
+        frame.write.partitionBy("label").parquet(str(tmp_path / "partitioned"))
+        frame.write.saveAsTable("write_helper_saved")
+        spark.sql("CREATE TABLE write_helper_ctas USING parquet AS SELECT id FROM write_helper_saved")
+        spark.sql("INSERT INTO write_helper_ctas SELECT id FROM write_helper_saved")
+        wait_for_listeners(spark)
+    finally:
+        manager.unregister(recorder)
+        spark.sql("DROP TABLE IF EXISTS write_helper_saved")
+        spark.sql("DROP TABLE IF EXISTS write_helper_ctas")
+    commands = {command for command, _, _ in recorder.pairs}
+    assert {"InsertIntoHadoopFsRelationCommand", "CreateDataSourceTableAsSelectCommand"} <= commands
+    for command, described, through_py4j in recorder.pairs:
+        assert described == through_py4j, command
+    assert any(described.metrics.get("numOutputRows") == 5 for _, described, _ in recorder.pairs)
