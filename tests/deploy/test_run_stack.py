@@ -98,12 +98,16 @@ def test_the_stack_is_removed_before_and_after_also_when_a_step_fails(run_stack:
 
 def test_a_termination_signal_unwinds_through_the_cleanup(run_stack: ModuleType) -> None:
     stack = FakeStack()
+    # a shell starts background jobs with SIGINT ignored: begin from Python's own handler
+    previous_interrupt = signal.signal(signal.SIGINT, signal.default_int_handler)
     previous = signal.signal(signal.SIGTERM, run_stack._stop_on_signal)
     try:
         with pytest.raises(SystemExit) as stopped, run_stack.running(stack):
             signal.raise_signal(signal.SIGTERM)
+        interrupt_after_cleanup = signal.getsignal(signal.SIGINT)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_interrupt)
     assert stopped.value.code == 128 + signal.SIGTERM
     assert stack.calls == ["remove", "logs", "remove"]
-    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN, "signals are ignored only during the cleanup"
+    assert interrupt_after_cleanup is signal.default_int_handler, "signals are ignored only during the cleanup"
