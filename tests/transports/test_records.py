@@ -1,16 +1,23 @@
-"""Message keys by the OpenLineage convention, and the value bytes."""
+"""Message keys by the OpenLineage convention, and the value bytes (those of openlineage-python's
+`Serde.to_json`, written in one pass)."""
 
 from __future__ import annotations
 
+import enum
 import json
 import uuid
 from datetime import datetime, timezone
+from typing import Any
 
+import attrs
+from hypothesis import given
+from hypothesis import strategies as st
 from openlineage.client import event_v2
 from openlineage.client.facet_v2 import parent_run
 from openlineage.client.serde import Serde
 
 from emitter.transports.records import message_key, next_seq, serialize
+from tests.emitter.test_pipeline import _aggregate_capture, _pipeline
 from tests.transports.lineage_events import PRODUCER, application_events
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc).isoformat()
@@ -70,3 +77,66 @@ def test_the_value_is_the_events_json_in_utf8() -> None:
 def test_sequence_numbers_strictly_increase() -> None:
     numbers = [next_seq() for _ in range(1000)]
     assert numbers == sorted(set(numbers))
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+@attrs.define
+class Leaf:
+    name: str | None
+    color: Color | None = None
+    when: datetime | None = None
+    id: uuid.UUID | None = None
+
+
+@attrs.define
+class Tree:
+    leaves: list[Any]
+    props: dict[str, Any]
+    child: Any = None
+
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=5),
+    st.just(Color.RED),
+    st.just(datetime(2026, 1, 1, tzinfo=timezone.utc)),
+    st.just(uuid.UUID(int=7)),
+)
+_leaves = st.builds(Leaf, st.one_of(st.none(), st.text(max_size=3)), st.one_of(st.none(), st.just(Color.RED)))
+_values = st.recursive(
+    st.one_of(_scalars, _leaves),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(children, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=3), children, max_size=4),
+        st.builds(Tree, st.lists(children, max_size=3), st.dictionaries(st.text(max_size=3), children, max_size=3), children),
+    ),
+    max_leaves=20,
+)
+
+
+@given(_values.map(lambda value: Tree([value], {"v": value}, value)))
+def test_values_are_byte_identical_to_openlineage_serde(tree: Tree) -> None:
+    assert serialize(tree) == Serde.to_json(tree).encode("utf-8")
+
+
+def test_pipeline_events_are_byte_identical_to_openlineage_serde() -> None:
+    events = [*application_events("app", 3), *_fixture_write_events()]
+    assert any(
+        "columnLineage" in (getattr(event.outputs[0], "facets", None) or {})
+        for event in events
+        if getattr(event, "outputs", None)
+    )
+    for event in events:
+        assert serialize(event) == Serde.to_json(event).encode("utf-8")
+
+
+def _fixture_write_events() -> list[Any]:
+    pipeline, _ = _pipeline()
+    return list(pipeline.handle(_aggregate_capture()))
