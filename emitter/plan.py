@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from attrs import field, frozen
@@ -157,6 +158,7 @@ def _table_identifier_name(identifier: Any) -> str | None:
     return ".".join(part for part in parts if part)
 
 
+@lru_cache(maxsize=4096)  # a few hundred distinct classes, tens of thousands of calls per plan
 def simple_class(full_class: str) -> str:
     return full_class.rsplit(".", 1)[-1].rstrip("$")
 

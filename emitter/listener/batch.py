@@ -111,6 +111,7 @@ class BatchListener:
         duration = int(duration_ns or 0)
         written_since = end_time - timedelta(microseconds=duration // 1000)
         error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)
+        wrapped_by, micro_batch = self._tags(query_execution)
         capture = Capture(
             func_name=str(func_name),
             query_execution_id=query_execution_id,
@@ -127,8 +128,8 @@ class BatchListener:
             input_snapshots=input_snapshots,
             input_partitions=input_partitions,
             output_snapshot=None if merged else self._output_snapshot(write, written_since),
-            micro_batch=self._micro_batch(query_execution),
-            wrapped_by=self._wrapper(query_execution),
+            micro_batch=micro_batch,
+            wrapped_by=wrapped_by,
         )
         extraction_ms = (time.perf_counter() - started) * 1000
         self.extraction_ms.append(extraction_ms)
@@ -221,18 +222,15 @@ class BatchListener:
         since_ms = int(written_since.timestamp() * 1000)
         return jvm.guarded(None, files.relation_snapshot, self.gateway, self.hadoop_conf, write.target, since_ms, True)
 
-    def _micro_batch(self, query_execution: Any) -> MicroBatchTag | None:
+    def _tags(self, query_execution: Any) -> tuple[str | None, MicroBatchTag | None]:
+        """The class of the command this action ran nested in (a CTAS's data write), and the
+        micro-batch it ran in (foreachBatch), from the JVM tagger in one call."""
         if self.tagger is None:
-            return None
-        description = jvm.guarded(None, self.tagger.descriptionOf, query_execution)
-        return parse_batch_description(str(description)) if description else None
-
-    def _wrapper(self, query_execution: Any) -> str | None:
-        """The class of the command this action ran nested in (a CTAS's data write), if any."""
-        if self.tagger is None:
-            return None
-        node_name = jvm.guarded(None, self.tagger.wrapperOf, query_execution)
-        return str(node_name).rsplit(" ", 1)[-1] if node_name else None
+            return None, None
+        tags = jvm.guarded(None, self.tagger.tagsOf, query_execution)
+        node_name, _, description = str(tags or "").partition("\0")
+        wrapper = node_name.rsplit(" ", 1)[-1] if node_name else None
+        return wrapper, parse_batch_description(description) if description else None
 
 
 def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:

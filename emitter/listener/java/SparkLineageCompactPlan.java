@@ -6,7 +6,9 @@
 //   - an ExprId is only {"id": n} (no product-class, no jvmId);
 //   - an attribute has no qualifier, metadata or nullable;
 //   - a DataType's JSON is rendered once per instance per dump.
-// Constructor parameter names (Scala reflection, slow) are looked up once per class.
+// Constructor parameter names are looked up once per class: from the case class's own
+// productElementNames (Scala 2.13, Spark 4: no reflection), else by Scala reflection (Spark 3.5's
+// Scala 2.12; 1-7 ms per class, which is most of the first dump of a plan with new node classes).
 // A node or expression class that overrides jsonFields (Literal...) is serialized by that override.
 // Compiled with Janino, so: no generics, no lambdas, no enhanced for.
 public class SparkLineageCompactPlan {
@@ -34,6 +36,7 @@ public class SparkLineageCompactPlan {
   static Class partitioningClass;
   static Class attributeClass;
   static java.lang.reflect.Method parameterNames;
+  static java.lang.reflect.Method productElementNames;  // Scala 2.13's Product.productElementNames
 
   java.util.IdentityHashMap dataTypes = new java.util.IdentityHashMap();
   StringBuilder out = new StringBuilder(1 << 16);
@@ -60,19 +63,42 @@ public class SparkLineageCompactPlan {
     parameterNames = Class.forName("org.apache.spark.sql.catalyst.ScalaReflection", true, loader)
         .getMethod("getConstructorParameterNames", new Class[] {Class.class});
     attributeClass = Class.forName("org.apache.spark.sql.catalyst.expressions.Attribute", false, loader);
+    try {
+      productElementNames = scala.Product.class.getMethod("productElementNames", new Class[0]);
+    } catch (NoSuchMethodException scala212) { }
     treeNodeClass = Class.forName("org.apache.spark.sql.catalyst.trees.TreeNode", false, loader);
   }
 
-  static String[] names(Class type) throws Exception {
+  static String[] names(scala.Product instance) throws Exception {
+    Class type = instance.getClass();
     String[] cached = (String[]) NAMES.get(type);
     if (cached != null) return cached;
-    scala.collection.Iterable names = (scala.collection.Iterable) parameterNames.invoke(null, new Object[] {type});
-    java.util.List list = new java.util.ArrayList();
-    scala.collection.Iterator iterator = names.iterator();
-    while (iterator.hasNext()) list.add(String.valueOf(iterator.next()));
-    String[] result = (String[]) list.toArray(new String[0]);
+    String[] result = elementNames(instance);
+    if (result == null) {
+      scala.collection.Iterable names = (scala.collection.Iterable) parameterNames.invoke(null, new Object[] {type});
+      result = strings(names.iterator());
+    }
     NAMES.put(type, result);
     return result;
+  }
+
+  // a case class's constructor parameter names as its generated productElementName gives them;
+  // null without Scala 2.13, when one is unnamed (not a case class), or when the constructor has
+  // a second parameter list (AttributeReference's exprId, qualifier), which only reflection names
+  static String[] elementNames(scala.Product instance) throws Exception {
+    if (productElementNames == null) return null;
+    String[] names = strings((scala.collection.Iterator) productElementNames.invoke(instance, new Object[0]));
+    for (int i = 0; i < names.length; i++) if (names[i].length() == 0) return null;
+    java.lang.reflect.Constructor[] constructors = instance.getClass().getDeclaredConstructors();
+    int parameters = 0;
+    for (int i = 0; i < constructors.length; i++) parameters = Math.max(parameters, constructors[i].getParameterCount());
+    return parameters == names.length ? names : null;
+  }
+
+  static String[] strings(scala.collection.Iterator iterator) {
+    java.util.List list = new java.util.ArrayList();
+    while (iterator.hasNext()) list.add(String.valueOf(iterator.next()));
+    return (String[]) list.toArray(new String[0]);
   }
 
   // the class's own jsonFields() when it overrides TreeNode's, else null
@@ -116,8 +142,10 @@ public class SparkLineageCompactPlan {
     return list;
   }
 
+  // by identity: a field names one of the node's own child objects (equals would take a
+  // structurally equal sibling, e.g. the left side for the right of a self-join of equal subplans)
   static int indexOf(java.util.List children, Object value) {
-    for (int i = 0; i < children.size(); i++) if (children.get(i).equals(value)) return i;
+    for (int i = 0; i < children.size(); i++) if (children.get(i) == value) return i;
     return -1;
   }
 
@@ -135,7 +163,7 @@ public class SparkLineageCompactPlan {
       out.append('}');
       return;
     }
-    String[] names = names(node.getClass());
+    String[] names = names(node);
     java.util.List values = new java.util.ArrayList();
     scala.collection.Iterator elements = node.productIterator();
     while (elements.hasNext()) values.add(elements.next());
@@ -245,7 +273,7 @@ public class SparkLineageCompactPlan {
     }
     int mark = out.length();
     try {
-      String[] names = names(product.getClass());
+      String[] names = names(product);
       Object[] values = new Object[names.length];
       if (product.productArity() == names.length) {
         for (int i = 0; i < names.length; i++) values[i] = product.productElement(i);

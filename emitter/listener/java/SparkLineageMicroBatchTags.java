@@ -72,16 +72,15 @@ public class SparkLineageMicroBatchTags extends org.apache.spark.scheduler.Spark
     }
   }
 
-  /** The micro-batch description a QueryExecution ran under, else null. */
-  public String descriptionOf(Object queryExecution) {
-    String key = queryExecutionKey(queryExecution);
-    return key == null ? null : (String) descriptions.get(key);
-  }
+  static final String SEPARATOR = String.valueOf((char) 0);
 
-  /** The plan node name ("Execute CreateDataSourceTableAsSelectCommand") of the command a
-   * QueryExecution ran nested in, else null. */
-  public String wrapperOf(Object queryExecution) {
+  /** What a QueryExecution ran in, in one call: the plan node name of the command it ran nested
+   * in ("Execute CreateDataSourceTableAsSelectCommand"), a NUL character, and the description of
+   * the micro-batch it ran under; each part empty when there is none. */
+  public String tagsOf(Object queryExecution) {
     String key = queryExecutionKey(queryExecution);
-    return key == null ? null : (String) wrappers.get(key);
+    String wrapper = key == null ? null : (String) wrappers.get(key);
+    String description = key == null ? null : (String) descriptions.get(key);
+    return (wrapper == null ? "" : wrapper) + SEPARATOR + (description == null ? "" : description);
   }
 }
