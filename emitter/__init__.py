@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from emitter.config import EmitterConfig
     from emitter.listener import Attachment
 
-__all__ = ["attach", "detach"]
+__all__ = ["attach", "detach", "settle"]
 
 
 def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) -> Attachment | None:
@@ -33,3 +33,15 @@ def detach(spark: Any) -> None:
     except Exception:  # noqa: BLE001 - nothing can have been attached
         return
     listener.close_session(spark)
+
+
+def settle() -> bool:
+    """Wait until the actions every attached session ran so far have their events handed to
+    the transport (they are built on a thread of their own, off Spark's listener bus); bounded
+    by the close timeout; False when it ran out. Never raises."""
+    try:
+        from emitter import listener
+
+        return listener.settle_all()
+    except Exception:  # noqa: BLE001 - pyspark missing: nothing can have been attached
+        return True

@@ -1,7 +1,10 @@
 """From captures to emitted OpenLineage events: the emitter's one composition point.
 
-The listeners (py4j threads) call `Pipeline.handle(capture)` for batch actions and
-`Pipeline.handle_stream(capture)` for streaming queries; everything here is plain Python over
+The listeners (py4j threads) hand batch actions to `Pipeline.accept(capture)`, which decides at
+once which actions are ready to become runs (the dedupe of wrapper commands), and the events
+are then built by `emit_actions(ready)` (`handle` does both); streaming callbacks go to
+`handle_stream(capture)`. The attachment runs the building off Spark's listener bus, in
+arrival order (`emitter.listener.worker`). Everything here is plain Python over
 plain data: the dedupe of wrapper commands, column lineage, facets and events. The only way out
 is `client.emit` (the transport). Column lineage comes from the pure engine (`emitter.plan` +
 `emitter.lineage`); if it fails the event is still sent, without the columnLineage facet, and
@@ -104,11 +107,15 @@ class Pipeline:
     # actions ---------------------------------------------------------------------------
     def handle(self, capture: Capture) -> list[RunEvent]:
         """Build and emit the events of one Spark action; returns them (empty when held or skipped)."""
+        return self.emit_actions(self.accept(capture))
+
+    def accept(self, capture: Capture) -> list[Capture]:
+        """The actions ready to become runs now that `capture` arrived (cheap: no lineage yet).
+        Called in the order Spark reports actions, so that `merges` always knows what is held."""
         if self._closed:
             return []
         with self._lock:
-            ready = self._dedupe(capture)
-        return self._emit_actions(ready)
+            return self._dedupe(capture)
 
     def merges(self, command: str, wrapper_id: int, wrapper_target: RelationInfo) -> bool:
         """Whether a write command (class, QueryExecution id, target) is a wrapper that will be
@@ -135,9 +142,10 @@ class Pipeline:
         """Emit the nested writes still waiting for their wrappers (at the end of the application)."""
         with self._lock:
             ready, self._pending = self._pending, []
-        return self._emit_actions(ready)
+        return self.emit_actions(ready)
 
-    def _emit_actions(self, actions: list[Capture]) -> list[RunEvent]:
+    def emit_actions(self, actions: list[Capture]) -> list[RunEvent]:
+        """Build and emit the runs of actions `accept` returned; returns their events."""
         built = [event for action in actions for event in build_action_events(action, self)]
         for event in built:
             self.emit(event)

@@ -4,9 +4,11 @@ One SparkContext, three sessions over the same catalog: `plain`, `emitted` (a `n
 with `emitter.attach`, plans written by the listener's compact dump) and `emitted-toJSON` (the
 same, plans written by Spark's own `toJSON()`, the path the compact dump replaced); Spark's
 QueryExecutionListeners are per session, so the plain one runs no emitter code. Per statement
-the three run back to back, rotating which goes first, and the CTAS table is dropped after each. A statement's wall time runs from submitting the CTAS until
-Spark's listener bus is empty, so it includes the emitter's callbacks, which Spark runs
-asynchronously after the action.
+the three run back to back, rotating which goes first, and the CTAS table is dropped after each.
+A statement's wall time runs from submitting the CTAS until Spark's listener bus is empty and
+the emitter's pipeline thread has handed every event to the transport, so it includes all the
+emitter's work (Spark runs the callbacks asynchronously after the action; the emitter builds
+events on its own thread after the callback).
 """
 
 from __future__ import annotations
@@ -44,30 +46,42 @@ class StatementTiming:
     errors: dict[str, str] = attrs.field(factory=dict)
     # per emitted variant:
     capture_ms: dict[str, list[float]] = attrs.field(factory=dict)  # JVM copy-out per captured callback
-    pipeline_ms: dict[str, list[float]] = attrs.field(factory=dict)  # parse + lineage + events + emit per capture
+    handoff_ms: dict[str, list[float]] = attrs.field(factory=dict)  # dedupe + queueing per capture (on the bus)
+    build_ms: dict[str, list[float]] = attrs.field(factory=dict)  # parse + lineage + events + emit (pipeline thread)
     captures: dict[str, list[Any]] = attrs.field(factory=dict, repr=False)  # what the pipeline received
     first: str = PLAIN
 
 
 class _PipelineTimer:
-    """Stands between the batch listener and its pipeline to time what runs in Python per capture
-    (`handle`, what the listener hands over); everything else goes to the pipeline unchanged."""
+    """Stands between the batch listener and the attachment's pipeline thread to time the hand-off
+    of each capture (on Spark's listener bus), and times each build on the pipeline thread;
+    everything else goes through unchanged."""
 
-    def __init__(self, pipeline: Any) -> None:
-        self._pipeline = pipeline
-        self.pipeline_ms: list[float] = []
+    def __init__(self, worker: Any, pipeline: Any) -> None:
+        self._worker = worker
+        self._emit_actions = pipeline.emit_actions
+        pipeline.emit_actions = self._timed_build  # the worker looks it up per hand-off
+        self.handoff_ms: list[float] = []
+        self.build_ms: list[float] = []
         self.captures: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._pipeline, name)
+        return getattr(self._worker, name)
 
     def handle(self, capture: Any) -> Any:
         started = time.perf_counter()
         try:
-            return self._pipeline.handle(capture)
+            return self._worker.handle(capture)
         finally:
-            self.pipeline_ms.append((time.perf_counter() - started) * 1000)
+            self.handoff_ms.append((time.perf_counter() - started) * 1000)
             self.captures.append(capture)
+
+    def _timed_build(self, actions: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._emit_actions(actions)
+        finally:
+            self.build_ms.append((time.perf_counter() - started) * 1000)
 
 
 def main(wanted: Sequence[str] | None = None) -> int:
@@ -136,7 +150,7 @@ def _attach(session: Any, events_path: Path, compact: bool) -> tuple[Any, _Pipel
         raise RuntimeError("emitter.attach returned None (disabled, or it failed: see the log)")
     if not compact:
         attachment.listener.dumper = PlanDumper(session.sparkContext._gateway, compact=False)
-    timer = _PipelineTimer(attachment.pipeline)
+    timer = _PipelineTimer(attachment.listener.pipeline, attachment.pipeline)
     attachment.listener.pipeline = timer
     return attachment, timer
 
@@ -156,11 +170,13 @@ def _run_all(
                 _time_one(sessions[variant], statement, variant, timing, clock)
                 continue
             attachment, timer = attached[variant]
-            captures_before, pipelines_before = len(attachment.listener.extraction_ms), len(timer.pipeline_ms)
+            captures_before, handoffs_before = len(attachment.listener.extraction_ms), len(timer.handoff_ms)
+            builds_before = len(timer.build_ms)
             _time_one(sessions[variant], statement, variant, timing, clock)
             timing.capture_ms[variant] = attachment.listener.extraction_ms[captures_before:]
-            timing.pipeline_ms[variant] = timer.pipeline_ms[pipelines_before:]
-            timing.captures[variant] = timer.captures[pipelines_before:]
+            timing.handoff_ms[variant] = timer.handoff_ms[handoffs_before:]
+            timing.build_ms[variant] = timer.build_ms[builds_before:]
+            timing.captures[variant] = timer.captures[handoffs_before:]
         timings.append(timing)
         print(_progress_line(timing), flush=True)
     return timings
@@ -191,10 +207,12 @@ def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTimi
     spark_io.wait_for_listener_bus(session)
 
 
+def _emitter_ms(timing: StatementTiming, variant: str) -> float:
+    return sum(timing.capture_ms[variant]) + sum(timing.handoff_ms[variant]) + sum(timing.build_ms[variant])
+
+
 def _progress_line(timing: StatementTiming) -> str:
     walls = " ".join(f"{variant} {seconds:.2f}s" for variant, seconds in timing.seconds.items())
-    extraction = " ".join(
-        f"{variant} {sum(timing.capture_ms[variant]) + sum(timing.pipeline_ms[variant]):.0f} ms" for variant in timing.capture_ms
-    )
+    extraction = " ".join(f"{variant} {_emitter_ms(timing, variant):.0f} ms" for variant in timing.capture_ms)
     errors = f" ERRORS {timing.errors}" if timing.errors else ""
     return f"{timing.name}: {walls} (first {timing.first}); extraction {extraction}{errors}"

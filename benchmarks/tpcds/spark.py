@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
+import emitter
 from benchmarks.tpcds.queries import TARGET_DATABASE, Ctas
 
 SOURCE_DATABASE = "tpcds"
@@ -70,8 +71,11 @@ def drop_table(spark: SparkSession, table: str) -> None:
 
 
 def wait_for_listener_bus(spark: SparkSession, timeout_ms: int = 120_000) -> None:
-    """Block until every queued listener event (and so every py4j callback) has been handled."""
+    """Block until every queued listener event (and so every py4j callback) has been handled and
+    every attached emitter has handed the events of those actions to its transport."""
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+    if not emitter.settle():
+        raise RuntimeError("the emitter's pipeline thread did not settle")
 
 
 class _QueryExecutionCallback:

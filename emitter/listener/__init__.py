@@ -1,8 +1,8 @@
 """Attaching to a live SparkSession: the only package that imports pyspark / py4j.
 
 `attach` returns an `Attachment` owning everything the session's lineage needs: its pipeline
-and transport client, its batch `QueryExecutionListener`, its streaming listener and its JVM
-micro-batch tagger. Sessions of one SparkContext (`spark.newSession()`) attach independently.
+(fed from its own thread, `worker.PipelineWorker`) and transport client, its batch
+`QueryExecutionListener`, its streaming listener and its JVM micro-batch tagger. Sessions of one SparkContext (`spark.newSession()`) attach independently.
 It emits the parent application run START, and makes sure the application COMPLETE is emitted
 and the transport flushed, with bounded waits, whether the script calls `spark.stop()` or
 simply ends. The registry of live attachments is the only state kept here, for shutdown.
@@ -21,6 +21,7 @@ from emitter.config import EmitterConfig, is_disabled, load_config
 from emitter.listener import janino, jvm
 from emitter.listener.batch import BatchListener
 from emitter.listener.streaming import LineageStreamingListener
+from emitter.listener.worker import PipelineWorker
 from emitter.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,12 @@ class Attachment:
         self.spark = spark
         self.pipeline = pipeline
         self.client = client
+        self.worker = PipelineWorker(pipeline)
         gateway = spark.sparkContext._gateway
         # the JVM listener telling which actions ran inside which micro-batch (foreachBatch)
         self.tagger = jvm.guarded(None, janino.new_instance, gateway, TAGGER_CLASS)
-        self.listener = BatchListener(gateway, pipeline, spark._jsc.hadoopConfiguration(), self.tagger)
-        self.streaming_listener: LineageStreamingListener | None = LineageStreamingListener(spark, pipeline.handle_stream)
+        self.listener = BatchListener(gateway, self.worker, spark._jsc.hadoopConfiguration(), self.tagger)
+        self.streaming_listener: LineageStreamingListener | None = LineageStreamingListener(spark, self.worker.handle_stream)
         self._closed = False
         self._lock = threading.Lock()
 
@@ -83,6 +85,8 @@ class Attachment:
         try:
             self.wait_for_listener_bus()
             self.unregister()
+            if not self.worker.stop(self.pipeline.config.close_timeout_s):
+                log.warning("OpenLineage: events of some Spark actions were still being built at close")
             self.pipeline.complete_application()
         except Exception as error:  # noqa: BLE001
             log.warning("OpenLineage: application run not completed: %s", error)
@@ -107,6 +111,12 @@ class Attachment:
                 self.spark.sparkContext._jsc.sc().removeSparkListener(self.tagger)
             except Exception as error:  # noqa: BLE001
                 log.debug("micro-batch tagger not unregistered: %s", error)
+
+    def settle(self) -> bool:
+        """Wait until every action Spark has reported so far has its events handed to the
+        transport (delivery is the transport's business: `client.close` flushes it)."""
+        self.wait_for_listener_bus()
+        return self.worker.settle(self.pipeline.config.close_timeout_s)
 
     def wait_for_listener_bus(self) -> None:
         """Let Spark deliver every pending callback (they run on the listener bus thread)."""
@@ -209,6 +219,13 @@ def close_session(spark: Any) -> None:
             attachment.close()
     except Exception as error:  # noqa: BLE001
         log.warning("OpenLineage: closing failed: %s", error)
+
+
+def settle_all() -> bool:
+    """`Attachment.settle` for every live attachment; False when one timed out."""
+    with _attach_lock:
+        attachments = list(_attachments.values())
+    return all([attachment.settle() for attachment in attachments])
 
 
 def close_all() -> None:

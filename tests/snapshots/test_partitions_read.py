@@ -13,6 +13,7 @@ import pytest
 from emitter.capture import RelationInfo
 from emitter.listener.partitions import partitions_by_leaf
 from emitter.snapshots import partitions_read
+from tests.support.spark import wait_for_listeners
 from tests.support.spec import assert_valid_event
 
 ROOT = "file:/lake/events"
@@ -68,7 +69,7 @@ def attached(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
 
 
 def _inputs_of(spark: Any, log: Path, output: Path) -> dict[str, dict[str, Any]]:
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+    wait_for_listeners(spark)
     events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     [complete] = [e for e in events if e["eventType"] == "COMPLETE" and [o["name"] for o in e["outputs"]] == [str(output)]]
     assert_valid_event(complete)

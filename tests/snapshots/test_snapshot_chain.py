@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from emitter.listener import files
+from tests.support.spark import wait_for_listeners
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -29,7 +30,7 @@ def attached(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[t
 
 
 def _completed_runs(spark: Any, log: Path) -> list[dict[str, Any]]:
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+    wait_for_listeners(spark)
     events = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     for event in events:
         assert_valid_event(event)

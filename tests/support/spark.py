@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import emitter
 from tests.support.paths import PROJECT_ROOT
 from tests.support.require import skip_or_fail
 
@@ -65,8 +66,10 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def wait_for_listeners(spark: Any, timeout_ms: int = 30_000) -> None:
-    """Block until Spark delivered every pending listener callback (QueryExecutionListener included)."""
+    """Block until Spark delivered every pending listener callback (QueryExecutionListener
+    included) and every attached emitter handed the events of those actions to its transport."""
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(timeout_ms)
+    assert emitter.settle(), "the emitter's pipeline did not settle"
 
 
 def file_transport_env(events_path: Path, **extra: str) -> dict[str, str]:
