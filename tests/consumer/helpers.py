@@ -4,6 +4,8 @@ path, and dump the derived stores by natural keys (ids differ between databases 
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterable
 from datetime import timezone
 from pathlib import Path
@@ -12,12 +14,36 @@ from typing import Any
 from sqlalchemy import text
 
 from consumer.events import validate
+from consumer.ingest import Ingestor
+from consumer.kafka_io import DeadLetters, EventSource
 from consumer.materialize import materialize
 from consumer.store import Store
+
+# Tansu makes a group's first join wait for the rebalance timeout: keep it short.
+GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
+DRAIN_LIMIT_SECONDS = 90.0
 
 
 def write_events(store: Store, events: Iterable[dict[str, Any]]) -> int:
     return store.write([materialize(validate(event)) for event in events])
+
+
+def ingest_all(
+    store: Store, bootstrap: str, topic: str, expected: int, *, group: str | None = None, max_records: int = 500
+) -> Ingestor:
+    """Run one consumer-group member until `expected` records were handled (bounded wait)."""
+    source = EventSource(bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}", max_records=max_records, **GROUP_TIMEOUTS)
+    dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
+    ingestor = Ingestor(store, source, dead_letters, poll_timeout_ms=500)
+    deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+    try:
+        while ingestor.stats.records < expected and time.monotonic() < deadline:
+            ingestor.run_once()
+    finally:
+        ingestor.close()
+        source.close()
+        dead_letters.close()
+    return ingestor
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:

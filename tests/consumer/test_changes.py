@@ -23,10 +23,11 @@ from sqlalchemy import select
 
 from consumer.changes import PublishingStore, change_scope, changed_messages
 from consumer.cli import main as cli_main
-from consumer.ingest import Ingestor, prepare
-from consumer.kafka_io import ChangeMessages, DeadLetters, EventSource
+from consumer.ingest import prepare
+from consumer.kafka_io import ChangeMessages
 from consumer.store import open_store
 from consumer.store import schema as s
+from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, ingest_all
 from tests.support.broker import free_port, read_topic, unique_topic
 
 pytestmark = pytest.mark.kafka
@@ -39,8 +40,6 @@ SCHEMAS = {
     "snapshot_lineage": "LineageChangeSnapshot.json",
     "run_finished": "LineageChangeRunFinished.json",
 }
-GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
-DRAIN_LIMIT_SECONDS = 90.0
 
 
 def _demo_events() -> list[bytes]:
@@ -53,20 +52,6 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.send(topic, value=value)
     producer.flush()
     producer.close()
-
-
-def _ingest(store: PublishingStore, bootstrap: str, topic: str, expected: int) -> None:
-    source = EventSource(bootstrap, topic, f"g-{uuid.uuid4().hex[:8]}", max_records=50, **GROUP_TIMEOUTS)
-    dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
-    ingestor = Ingestor(store, source, dead_letters, poll_timeout_ms=500)
-    deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
-    try:
-        while ingestor.stats.records < expected and time.monotonic() < deadline:
-            ingestor.run_once()
-    finally:
-        source.close()
-        dead_letters.close()
-    assert ingestor.stats.records == expected and ingestor.stats.dead_lettered == 0
 
 
 def _subscriber_view(bootstrap: str, topic: str) -> dict[bytes, dict[str, Any]]:
@@ -124,12 +109,17 @@ def publishing(store_url: str, kafka_bootstrap: str) -> Any:
     opened.dispose()
 
 
+def _ingest_all_cleanly(store: PublishingStore, bootstrap: str, topic: str, expected: int) -> None:
+    ingestor = ingest_all(store, bootstrap, topic, expected, max_records=50)
+    assert ingestor.stats.records == expected and ingestor.stats.dead_lettered == 0
+
+
 def test_a_subscriber_rebuilds_the_stores_lineage_from_the_changes_topic(publishing: Any, kafka_bootstrap: str) -> None:
     store, changes_topic = publishing
     events = _demo_events()
     events_topic = unique_topic("events")
     _produce(kafka_bootstrap, events_topic, events)
-    _ingest(store, kafka_bootstrap, events_topic, len(events))
+    _ingest_all_cleanly(store, kafka_bootstrap, events_topic, len(events))
 
     view = _subscriber_view(kafka_bootstrap, changes_topic)
     store_edges = _store_table_edges(store)
@@ -141,7 +131,7 @@ def test_a_subscriber_rebuilds_the_stores_lineage_from_the_changes_topic(publish
 
     # Delivered again (a rebalance, a restart): the store does not change, nothing is published.
     published = len(read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30))
-    _ingest(store, kafka_bootstrap, events_topic, len(events))
+    _ingest_all_cleanly(store, kafka_bootstrap, events_topic, len(events))
     assert len(read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30)) == published
 
     # A job's table lineage deleted: its edges arrive as retired, the subscriber follows.

@@ -13,15 +13,11 @@ from sqlalchemy import text
 
 from consumer.ingest import OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER, Ingestor
 from consumer.kafka_io import DeadLetters, EventSource
-from tests.consumer.helpers import dump
+from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, dump, ingest_all
 from tests.support.broker import read_topic, unique_topic
 from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
 
 pytestmark = pytest.mark.kafka
-
-# Tansu makes a group's first join wait for the rebalance timeout: keep it short.
-GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
-DRAIN_LIMIT_SECONDS = 60.0
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -30,22 +26,6 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.send(topic, key=b"k", value=value)
     producer.flush()
     producer.close()
-
-
-def _ingest_all(store, bootstrap: str, topic: str, expected: int, *, group: str | None = None) -> Ingestor:
-    """Run one consumer-group member until `expected` records were handled (bounded wait)."""
-    source = EventSource(bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}", **GROUP_TIMEOUTS)
-    dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
-    ingestor = Ingestor(store, source, dead_letters, poll_timeout_ms=500)
-    deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
-    try:
-        while ingestor.stats.records < expected and time.monotonic() < deadline:
-            ingestor.run_once()
-    finally:
-        ingestor.close()
-        source.close()
-        dead_letters.close()
-    return ingestor
 
 
 def _spark_events() -> list[dict]:
@@ -84,7 +64,7 @@ def test_events_from_the_topic_land_in_all_three_stores(store, kafka_bootstrap):
     events = _spark_events()
     _produce(kafka_bootstrap, topic, [json.dumps(event).encode() for event in events])
 
-    ingestor = _ingest_all(store, kafka_bootstrap, topic, len(events))
+    ingestor = ingest_all(store, kafka_bootstrap, topic, len(events))
 
     assert ingestor.stats.stored == len(events) and ingestor.stats.dead_lettered == 0
     assert _rows(store, 'SELECT job, "table" FROM sink_job_lineage') == [
@@ -108,7 +88,7 @@ def test_poison_messages_go_to_the_dead_letter_topic_and_later_events_are_stored
         [json.dumps(good_first).encode(), b"\x00not json", json.dumps(invalid).encode(), json.dumps(good_last).encode()],
     )
 
-    ingestor = _ingest_all(store, kafka_bootstrap, topic, 4)
+    ingestor = ingest_all(store, kafka_bootstrap, topic, 4)
     dead = read_topic(kafka_bootstrap, f"{topic}.dlq", expected=2)
 
     assert ingestor.stats.dead_lettered == 2 and ingestor.stats.stored == 2
@@ -126,11 +106,11 @@ def test_reading_the_topic_again_changes_nothing_and_offsets_are_committed(store
     _produce(kafka_bootstrap, topic, [json.dumps(event).encode() for event in events])
     group = f"g-{uuid.uuid4().hex[:8]}"
 
-    _ingest_all(store, kafka_bootstrap, topic, len(events), group=group)
+    ingest_all(store, kafka_bootstrap, topic, len(events), group=group)
     first = dump(store)
-    replayed = _ingest_all(store, kafka_bootstrap, topic, len(events))  # a new group re-reads everything
+    replayed = ingest_all(store, kafka_bootstrap, topic, len(events))  # a new group re-reads everything
     _produce(kafka_bootstrap, topic, [json.dumps(events[0]).encode()])
-    same_group = _ingest_all(store, kafka_bootstrap, topic, 1, group=group)  # resumes after its commit
+    same_group = ingest_all(store, kafka_bootstrap, topic, 1, group=group)  # resumes after its commit
 
     assert replayed.stats.records == len(events) and replayed.stats.stored == 0
     assert dump(store) == first
@@ -217,7 +197,7 @@ def emitted_to_kafka(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFact
 def test_real_emitter_events_from_kafka_land_in_all_three_stores(store, kafka_bootstrap, emitted_to_kafka):
     topic, published, data = emitted_to_kafka
     assert published >= 6  # app START/COMPLETE + START/COMPLETE of each of the two writes
-    ingestor = _ingest_all(store, kafka_bootstrap, topic, published)
+    ingestor = ingest_all(store, kafka_bootstrap, topic, published)
     assert ingestor.stats.records == published and ingestor.stats.dead_lettered == 0
     src, silver = f"{data}/src", f"{data}/silver"
 
