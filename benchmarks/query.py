@@ -33,7 +33,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -205,20 +205,19 @@ def build(store: Any, jobs: int) -> dict[str, int]:
                     target = chain_dataset(chain, step + 1)
                     yield {**common, "dataset_id": target, "direction": "output", "snapshot_id": f"{target}-s{k + 1}"}
 
-    counts: dict[str, int] = {}
-    with store.engine.begin() as conn:
-        conn.execute(insert(s.namespaces), [{"id": 1, "name": NS, **when}])
-    for table, rows in (
-        (s.datasets, dataset_rows()),
-        (s.dataset_fields, field_rows()),
-        (s.jobs, job_rows()),
-        (s.job_io, io_rows()),
-        (s.column_lineage, lineage_rows()),
-        (s.runs, run_rows()),
-        (s.snapshot_lineage, snapshot_rows()),
-    ):
-        counts[table.name] = _load(store, table, rows)
-    finish(store)
+    counts = _load_all(
+        store,
+        when,
+        (
+            (s.datasets, dataset_rows()),
+            (s.dataset_fields, field_rows()),
+            (s.jobs, job_rows()),
+            (s.job_io, io_rows()),
+            (s.column_lineage, lineage_rows()),
+            (s.runs, run_rows()),
+            (s.snapshot_lineage, snapshot_rows()),
+        ),
+    )
     counts["chains"] = chains
     return counts
 
@@ -322,19 +321,27 @@ def build_hubs(store: Any, jobs: int) -> dict[str, int]:
                 "updated_at": moment,
             }
 
-    counts: dict[str, int] = {}
+    counts = _load_all(
+        store,
+        when,
+        (
+            (s.datasets, dataset_rows()),
+            (s.dataset_fields, field_rows()),
+            (s.jobs, job_rows()),
+            (s.job_io, io_rows()),
+            (s.runs, run_rows()),
+        ),
+    )
+    counts["groups"] = groups
+    return counts
+
+
+def _load_all(store: Any, when: dict[str, Any], tables: Iterable[tuple[Any, Iterator[dict]]]) -> dict[str, int]:
+    """The namespace, then each table's rows in order; the row count per table."""
     with store.engine.begin() as conn:
         conn.execute(insert(s.namespaces), [{"id": 1, "name": NS, **when}])
-    for table, rows in (
-        (s.datasets, dataset_rows()),
-        (s.dataset_fields, field_rows()),
-        (s.jobs, job_rows()),
-        (s.job_io, io_rows()),
-        (s.runs, run_rows()),
-    ):
-        counts[table.name] = _load(store, table, rows)
+    counts = {table.name: _load(store, table, rows) for table, rows in tables}
     finish(store)
-    counts["groups"] = groups
     return counts
 
 
