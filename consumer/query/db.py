@@ -4,12 +4,12 @@ row helpers every query shares (ISO times, JSON columns, LIKE escaping, paging g
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, cast
 
 from consumer.query.errors import BadParameter
 
@@ -28,6 +28,15 @@ def reading(store: Any) -> Iterator[Connection]:
     with engine_of(store).connect() as connection:
         yield connection
         connection.rollback()
+
+
+def in_ids(conn: Connection, column: Any, ids: Iterable[int]) -> Any:
+    """`column IN (ids)`. On PostgreSQL one array parameter (`= ANY(CAST(:ids AS BIGINT[]))`): the
+    statement's text is the same for any number of ids, so it is converted and planned once per
+    connection instead of once per call with hundreds of parameters."""
+    if conn.dialect.name == "postgresql":
+        return column == any_(cast(bindparam(None, list(ids)), ARRAY(BigInteger)))
+    return column.in_(list(ids))
 
 
 def iso(moment: datetime | str | None) -> str | None:

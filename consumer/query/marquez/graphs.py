@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from consumer.query import graph
-from consumer.query.db import check_depth, reading
+from consumer.query.db import check_depth, in_ids, reading
 from consumer.query.errors import BadParameter
 from consumer.query.marquez.loaders import dataset_row, dataset_select, job_select, load_datasets, load_jobs
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
@@ -32,9 +32,13 @@ def lineage_graph(store: Any, node_text: str, depth: int) -> dict:
         job_ids = graph.connected_jobs(conn, start_jobs, depth)
         io = graph.job_io_of(conn, job_ids)
         dataset_ids = sorted({d for _, d, _ in io} | ({start_dataset} if start_dataset else set()))
-        job_rows = conn.execute(job_select().where(s.jobs.c.id.in_(job_ids))).all() if job_ids else []
-        dataset_rows = conn.execute(dataset_select().where(s.datasets.c.id.in_(dataset_ids))).all() if dataset_ids else []
-        nodes = [("JOB", job_id(r.namespace, r.name), data) for r, data in zip(job_rows, load_jobs(conn, job_rows), strict=True)]
+        job_rows = conn.execute(job_select().where(in_ids(conn, s.jobs.c.id, job_ids))).all() if job_ids else []
+        dataset_rows = (
+            conn.execute(dataset_select().where(in_ids(conn, s.datasets.c.id, dataset_ids))).all() if dataset_ids else []
+        )
+        nodes = [
+            ("JOB", job_id(r.namespace, r.name), data) for r, data in zip(job_rows, load_jobs(conn, job_rows, io), strict=True)
+        ]
         nodes += [
             ("DATASET", dataset_id(r.namespace, r.name), data)
             for r, data in zip(dataset_rows, load_datasets(conn, dataset_rows, with_column_lineage=False), strict=True)

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Connection, Select, func, literal, select, union_all
 
 from consumer.query import graph
-from consumer.query.db import as_json
+from consumer.query.db import as_json, in_ids
 from consumer.query.marquez.shapes import dataset_shape, job_shape, run_shape, transformation_shape
 from consumer.store import schema as s
 from consumer.store.lookup import existing_dataset_id, present
@@ -34,7 +34,7 @@ def runs_by_id(conn: Connection, run_ids: Iterable[int]) -> dict[int, dict]:
         select(s.runs, s.jobs.c.name.label("job_name"), s.namespaces.c.name.label("job_namespace"))
         .join(s.jobs, s.jobs.c.id == s.runs.c.job_id)
         .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-        .where(s.runs.c.id.in_(ids))
+        .where(in_ids(conn, s.runs.c.id, ids))
     ).all()
     versions = _run_dataset_versions(conn, ids)
     return {row.id: run_shape(row, *versions.get(row.id, ([], []))) for row in rows}
@@ -45,10 +45,10 @@ def _run_dataset_versions(conn: Connection, run_ids: Sequence[int]) -> dict[int,
     snap, ver = s.snapshot_lineage, s.dataset_versions
     touched = union_all(
         select(snap.c.run_id, snap.c.direction, snap.c.snapshot_id.label("version"), snap.c.dataset_id).where(
-            snap.c.run_id.in_(run_ids)
+            in_ids(conn, snap.c.run_id, run_ids)
         ),
         select(ver.c.run_id, literal("output").label("direction"), ver.c.version, ver.c.dataset_id).where(
-            ver.c.run_id.in_(run_ids)
+            in_ids(conn, ver.c.run_id, run_ids)
         ),
     ).subquery()
     rows = conn.execute(
@@ -72,12 +72,15 @@ def run_id_of(conn: Connection, run_uuid: str) -> int:
     return present(conn.execute(select(s.runs.c.id).where(s.runs.c.uuid == run_uuid)).scalar(), f"run '{run_uuid}' not found")
 
 
-def load_jobs(conn: Connection, rows: Sequence[Any]) -> list[dict]:
+def load_jobs(conn: Connection, rows: Sequence[Any], edges: Sequence[tuple[int, int, str]] | None = None) -> list[dict]:
+    """The Marquez shapes of job rows; `edges`: their (job, dataset, direction) rows when the
+    caller has them already."""
     ids = [row.id for row in rows]
     io: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
     # The edges by job id, then the datasets' names by id: two index lookups (joined in one query,
     # PostgreSQL hash-joins whole tables for a few hundred jobs).
-    edges = graph.job_io_of(conn, ids)
+    if edges is None:
+        edges = graph.job_io_of(conn, ids)
     names = graph.names(conn, s.datasets, [dataset for _, dataset, _ in edges])
     for job, dataset, direction in sorted(edges, key=lambda edge: names[edge[1]]):
         namespace, name = names[dataset]
@@ -92,7 +95,7 @@ def _parent_names(conn: Connection, parent_ids: Iterable[int | None]) -> dict[in
     ids = sorted({i for i in parent_ids if i is not None})
     if not ids:
         return {}
-    return dict(conn.execute(select(s.jobs.c.id, s.jobs.c.name).where(s.jobs.c.id.in_(ids))).all())
+    return dict(conn.execute(select(s.jobs.c.id, s.jobs.c.name).where(in_ids(conn, s.jobs.c.id, ids))).all())
 
 
 def _tags_of(conn: Connection, link: Any, key: Any, ids: Sequence[int]) -> dict[int, list[str]]:
@@ -100,7 +103,10 @@ def _tags_of(conn: Connection, link: Any, key: Any, ids: Sequence[int]) -> dict[
         return {}
     found: dict[int, list[str]] = defaultdict(list)
     for owner, name in conn.execute(
-        select(key, s.tags.c.name).join(s.tags, s.tags.c.id == link.c.tag_id).where(key.in_(ids)).order_by(s.tags.c.name)
+        select(key, s.tags.c.name)
+        .join(s.tags, s.tags.c.id == link.c.tag_id)
+        .where(in_ids(conn, key, ids))
+        .order_by(s.tags.c.name)
     ):
         found[owner].append(name)
     return found
@@ -112,7 +118,9 @@ def load_datasets(conn: Connection, rows: Sequence[Any], with_column_lineage: bo
     if ids:
         f_ = s.dataset_fields.c
         for f in conn.execute(
-            select(f_.dataset_id, f_.name, f_.type, f_.tags, f_.description).where(f_.dataset_id.in_(ids)).order_by(f_.id)
+            select(f_.dataset_id, f_.name, f_.type, f_.tags, f_.description)
+            .where(in_ids(conn, f_.dataset_id, ids))
+            .order_by(f_.id)
         ):
             fields[f.dataset_id].append(
                 {"name": f.name, "type": f.type or "UNKNOWN", "tags": as_json(f.tags) or [], "description": f.description}
@@ -130,7 +138,7 @@ def _last_modified(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
         conn.execute(
             select(s.dataset_versions.c.dataset_id, func.max(s.dataset_versions.c.created_at))
             .join(s.runs, s.runs.c.id == s.dataset_versions.c.run_id)
-            .where(s.dataset_versions.c.dataset_id.in_(ids), s.runs.c.state == "COMPLETED")
+            .where(in_ids(conn, s.dataset_versions.c.dataset_id, ids), s.runs.c.state == "COMPLETED")
             .group_by(s.dataset_versions.c.dataset_id)
         ).all()
     )
@@ -156,7 +164,7 @@ def column_lineage_of(conn: Connection, ids: Sequence[int]) -> dict[int, list[di
         .join(in_field, in_field.c.id == cl.c.input_field_id)
         .join(in_dataset, in_dataset.c.id == cl.c.input_dataset_id)
         .join(in_namespace, in_namespace.c.id == in_dataset.c.namespace_id)
-        .where(cl.c.output_dataset_id.in_(ids))
+        .where(in_ids(conn, cl.c.output_dataset_id, ids))
         .order_by(cl.c.output_dataset_id, out_field.c.name, in_namespace.c.name, in_dataset.c.name, in_field.c.name)
     ).all()
     grouped: dict[int, dict[str, dict[tuple, dict]]] = defaultdict(dict)
