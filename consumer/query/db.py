@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, cast
@@ -14,6 +14,7 @@ from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, c
 from consumer.query.errors import BadParameter
 
 MAX_DEPTH = 100
+_NO_OFFSET = timedelta(0)
 MAX_PAGE = 10_000
 MAX_OFFSET = 1_000_000_000  # within every database's integer range
 
@@ -45,9 +46,11 @@ def iso(moment: datetime | str | None) -> str | None:
         return None
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.isoformat() + "Z"
+    if moment.tzinfo is None:
+        return moment.isoformat() + "Z"
+    if moment.utcoffset() == _NO_OFFSET:  # what the store hands back: its text ends in +00:00
+        return moment.isoformat()[:-6] + "Z"
+    return moment.astimezone(timezone.utc).replace(tzinfo=None).isoformat() + "Z"
 
 
 def as_json(value: Any) -> Any:
