@@ -33,7 +33,7 @@ _KAFKA = (
     "max_event_bytes",
     "log_format",
 )
-_HTTP = ("host", "port", "token", "max_event_bytes", "web_dir")
+_HTTP = ("host", "port", "token", "max_event_bytes", "web_dir", "concurrent_requests")
 # Restarts of serve's ingestion thread after a failure: doubling pauses, reset after a long run.
 RESTART_BACKOFF_SECONDS = (1.0, 60.0)
 RESTART_RESET_AFTER_SECONDS = 300.0

@@ -53,6 +53,13 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
     ),
     ("token", "--token", "LINEAGE_API_TOKEN", None, "bearer token required by the HTTP API (none: open)"),
     (
+        "concurrent_requests",
+        "--concurrent-requests",
+        "LINEAGE_CONCURRENT_REQUESTS",
+        None,
+        "HTTP API requests computed at once, the others wait their turn (none: one per CPU; health checks never wait)",
+    ),
+    (
         "retire_after",
         "--retire-after",
         "LINEAGE_RETIRE_AFTER",
@@ -106,6 +113,7 @@ class Settings:
     port: int = 5000
     token: str | None = None
     web_dir: str | None = None
+    concurrent_requests: int | None = None
     retire_after: timedelta | None = None
     batch_size: int = 500
     session_timeout_ms: int = 10000
@@ -121,8 +129,15 @@ class Settings:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
         values = {name: getattr(args, name) for name, *_ in _OPTIONS if hasattr(args, name)}
-        for name in ("port", "batch_size", "session_timeout_ms", "max_poll_interval_ms", "max_event_bytes"):
-            if name in values:
+        for name in (
+            "port",
+            "batch_size",
+            "session_timeout_ms",
+            "max_poll_interval_ms",
+            "max_event_bytes",
+            "concurrent_requests",
+        ):
+            if values.get(name) is not None:
                 values[name] = int(values[name])
         if values.get("retire_after") is not None:
             values["retire_after"] = parse_period(values["retire_after"])
