@@ -29,9 +29,9 @@ class Summary:
     not_covered: dict[str, list[str]]  # statement → columns without inputs, not marked source-less
     engine_warnings: dict[str, list[str]]  # statement → the engine's warnings for its plan
     without_event: list[str]  # statements that ran but whose output never appeared in an event
-    action_ms: Distribution  # capture + hand-off: what each captured callback holds Spark's listener bus
+    action_ms: Distribution  # capture + queueing: what each captured callback holds Spark's listener bus
     capture_ms: Distribution  # JVM copy-out (plan JSON, leaves, write target) per callback
-    handoff_ms: Distribution  # wrapper dedupe + queueing for the pipeline thread, per callback
+    queueing_ms: Distribution  # wrapper dedupe + queueing for the pipeline thread, per callback
     build_ms: Distribution  # plan parse + lineage + event build + transport emit, on the pipeline thread
     statement_ms: Distribution  # all emitter work of one CTAS (its callbacks and its builds)
     plain_seconds: float
@@ -62,10 +62,12 @@ def summarize(
     """The figures of the emitted session `variant` against the plain one."""
     ran = [timing for timing in timings if not timing.errors]
     capture_ms = [timing.capture_ms.get(variant, []) for timing in ran]
-    handoff_ms = [timing.handoff_ms.get(variant, []) for timing in ran]
+    queueing_ms = [timing.queueing_ms.get(variant, []) for timing in ran]
     build_ms = [timing.build_ms.get(variant, []) for timing in ran]
     action_ms = [
-        c + h for captures, handoffs in zip(capture_ms, handoff_ms, strict=True) for c, h in zip(captures, handoffs, strict=False)
+        c + q
+        for captures, queueings in zip(capture_ms, queueing_ms, strict=True)
+        for c, q in zip(captures, queueings, strict=False)
     ]
     plain = sum(timing.seconds["plain"] for timing in ran)
     emitted = sum(timing.seconds[variant] for timing in ran)
@@ -93,9 +95,9 @@ def summarize(
         without_event=[timing.name for timing in ran if timing.name not in coverage],
         action_ms=distribution(action_ms),
         capture_ms=distribution([ms for captures in capture_ms for ms in captures]),
-        handoff_ms=distribution([ms for handoffs in handoff_ms for ms in handoffs]),
+        queueing_ms=distribution([ms for queueings in queueing_ms for ms in queueings]),
         build_ms=distribution([ms for builds in build_ms for ms in builds]),
-        statement_ms=distribution([sum(c) + sum(h) + sum(b) for c, h, b in zip(capture_ms, handoff_ms, build_ms, strict=True)]),
+        statement_ms=distribution([sum(c) + sum(q) + sum(b) for c, q, b in zip(capture_ms, queueing_ms, build_ms, strict=True)]),
         plain_seconds=plain,
         emitted_seconds=emitted,
         wall_ratio=emitted / plain if plain else float("nan"),
@@ -157,7 +159,7 @@ def _format_summary(summary: Summary) -> str:
         "listener-bus time per action (each captured Spark callback):",
         _distribution_line("  total   ", summary.action_ms),
         _distribution_line("  capture ", summary.capture_ms),
-        _distribution_line("  hand-off", summary.handoff_ms),
+        _distribution_line("  queueing", summary.queueing_ms),
         _distribution_line("pipeline thread per build (parse, lineage, facets, events, emit)", summary.build_ms),
         _distribution_line("all emitter work per CTAS (callbacks and builds)", summary.statement_ms),
         f"wall time: plain {summary.plain_seconds:.1f} s, emitted {summary.emitted_seconds:.1f} s,"

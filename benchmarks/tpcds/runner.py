@@ -46,22 +46,22 @@ class StatementTiming:
     errors: dict[str, str] = attrs.field(factory=dict)
     # per emitted variant:
     capture_ms: dict[str, list[float]] = attrs.field(factory=dict)  # JVM copy-out per captured callback
-    handoff_ms: dict[str, list[float]] = attrs.field(factory=dict)  # dedupe + queueing per capture (on the bus)
+    queueing_ms: dict[str, list[float]] = attrs.field(factory=dict)  # dedupe + queueing per capture (on the bus)
     build_ms: dict[str, list[float]] = attrs.field(factory=dict)  # parse + lineage + events + emit (pipeline thread)
     captures: dict[str, list[Any]] = attrs.field(factory=dict, repr=False)  # what the pipeline received
     first: str = PLAIN
 
 
 class _PipelineTimer:
-    """Stands between the batch listener and the attachment's pipeline thread to time the hand-off
+    """Stands between the batch listener and the attachment's pipeline thread to time the queueing
     of each capture (on Spark's listener bus), and times each build on the pipeline thread;
     everything else goes through unchanged."""
 
     def __init__(self, worker: Any, pipeline: Any) -> None:
         self._worker = worker
         self._emit_actions = pipeline.emit_actions
-        pipeline.emit_actions = self._timed_build  # the worker looks it up per hand-off
-        self.handoff_ms: list[float] = []
+        pipeline.emit_actions = self._timed_build  # the worker looks it up per capture it queues
+        self.queueing_ms: list[float] = []
         self.build_ms: list[float] = []
         self.captures: list[Any] = []
 
@@ -73,7 +73,7 @@ class _PipelineTimer:
         try:
             return self._worker.handle(capture)
         finally:
-            self.handoff_ms.append((time.perf_counter() - started) * 1000)
+            self.queueing_ms.append((time.perf_counter() - started) * 1000)
             self.captures.append(capture)
 
     def _timed_build(self, actions: Any) -> Any:
@@ -170,13 +170,13 @@ def _run_all(
                 _time_one(sessions[variant], statement, variant, timing, clock)
                 continue
             attachment, timer = attached[variant]
-            captures_before, handoffs_before = len(attachment.listener.extraction_ms), len(timer.handoff_ms)
+            captures_before, queued_before = len(attachment.listener.extraction_ms), len(timer.queueing_ms)
             builds_before = len(timer.build_ms)
             _time_one(sessions[variant], statement, variant, timing, clock)
             timing.capture_ms[variant] = attachment.listener.extraction_ms[captures_before:]
-            timing.handoff_ms[variant] = timer.handoff_ms[handoffs_before:]
+            timing.queueing_ms[variant] = timer.queueing_ms[queued_before:]
             timing.build_ms[variant] = timer.build_ms[builds_before:]
-            timing.captures[variant] = timer.captures[handoffs_before:]
+            timing.captures[variant] = timer.captures[queued_before:]
         timings.append(timing)
         print(_progress_line(timing), flush=True)
     return timings
@@ -208,7 +208,7 @@ def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTimi
 
 
 def _emitter_ms(timing: StatementTiming, variant: str) -> float:
-    return sum(timing.capture_ms[variant]) + sum(timing.handoff_ms[variant]) + sum(timing.build_ms[variant])
+    return sum(timing.capture_ms[variant]) + sum(timing.queueing_ms[variant]) + sum(timing.build_ms[variant])
 
 
 def _progress_line(timing: StatementTiming) -> str:

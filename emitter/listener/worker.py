@@ -5,7 +5,7 @@ application shares; while a callback runs, Spark's queue of events waits (and dr
 when it fills up). So a callback only captures and decides: the listener copies the action out
 of the JVM, `Pipeline.accept` says at once which actions are ready to become runs (which keeps
 the wrapper-command dedupe exact for the next callback), and building their events (plan
-parse, column lineage, facets, the hand-off to the transport) happens here, one item at a time
+parse, column lineage, facets, handing the events to the transport) happens here, one item at a time
 in arrival order, streaming callbacks included, so the events come out in the same order as
 when they were built on the bus.
 

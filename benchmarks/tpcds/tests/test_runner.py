@@ -39,7 +39,7 @@ def test_runner_times_the_variants_and_counts_lineage_from_the_emitted_events(
     assert summary.source_less == {"q96": ["count(1)"]}
     assert summary.not_covered == {} and summary.without_event == []
     assert summary.statement_ms.count == 3
-    assert summary.action_ms.count == summary.capture_ms.count == summary.handoff_ms.count >= 2
+    assert summary.action_ms.count == summary.capture_ms.count == summary.queueing_ms.count >= 2
     assert summary.build_ms.count >= 3, "one build per CTAS at least, on the pipeline thread"
     assert summary.plain_seconds > 0 and summary.emitted_seconds > 0
     assert summary.plain_cpu_seconds > 0 and summary.emitted_cpu_seconds > 0
