@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import attrs
 
 from benchmarks.tpcds.analysis import Coverage, Distribution, distribution
 from benchmarks.tpcds.engine_check import EngineVerdict
 
-if TYPE_CHECKING:
-    from benchmarks.tpcds.runner import StatementTiming
-
+PLAIN = "plain"  # the session without the emitter
 EXTRACTION_MEDIAN_TARGET_MS = 5.0
 EXTRACTION_P95_TARGET_MS = 25.0
 WALL_RATIO_TARGET = 1.02
+
+
+@attrs.define
+class StatementTiming:
+    name: str
+    seconds: dict[str, float] = attrs.field(factory=dict)  # variant → submit-to-settled wall time
+    call_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → until spark.sql returned
+    cpu_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → Python + JVM CPU, submit to settled
+    errors: dict[str, str] = attrs.field(factory=dict)
+    # per emitted variant:
+    capture_ms: dict[str, list[float]] = attrs.field(factory=dict)  # JVM copy-out per captured callback
+    queueing_ms: dict[str, list[float]] = attrs.field(factory=dict)  # dedupe + queueing per capture (on the bus)
+    build_ms: dict[str, list[float]] = attrs.field(factory=dict)  # parse + lineage + events + emit (pipeline thread)
+    captures: dict[str, list[Any]] = attrs.field(factory=dict, repr=False)  # what the pipeline received
+    first: str = PLAIN
 
 
 @attrs.frozen

@@ -30,26 +30,11 @@ from benchmarks.tpcds.cpu import CpuClock
 from benchmarks.tpcds.engine_check import EngineVerdict, run_capture, verdict
 from benchmarks.tpcds.paths import results_dir, tables_dir
 from benchmarks.tpcds.queries import Ctas, all_ctas, load_query_texts, select_queries
-from benchmarks.tpcds.report import Summary, format_report, summarize
+from benchmarks.tpcds.report import PLAIN, StatementTiming, Summary, format_report, summarize
 
-PLAIN, EMITTED, TOJSON = "plain", "emitted", "emitted-toJSON"
+EMITTED, TOJSON = "emitted", "emitted-toJSON"
 EMITTED_VARIANTS = (EMITTED, TOJSON)
 EVENT_FILES = {EMITTED: "events.jsonl", TOJSON: "events-toJSON.jsonl"}
-
-
-@attrs.define
-class StatementTiming:
-    name: str
-    seconds: dict[str, float] = attrs.field(factory=dict)  # variant → submit-to-settled wall time
-    call_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → until spark.sql returned
-    cpu_seconds: dict[str, float] = attrs.field(factory=dict)  # variant → Python + JVM CPU, submit to settled
-    errors: dict[str, str] = attrs.field(factory=dict)
-    # per emitted variant:
-    capture_ms: dict[str, list[float]] = attrs.field(factory=dict)  # JVM copy-out per captured callback
-    queueing_ms: dict[str, list[float]] = attrs.field(factory=dict)  # dedupe + queueing per capture (on the bus)
-    build_ms: dict[str, list[float]] = attrs.field(factory=dict)  # parse + lineage + events + emit (pipeline thread)
-    captures: dict[str, list[Any]] = attrs.field(factory=dict, repr=False)  # what the pipeline received
-    first: str = PLAIN
 
 
 class _PipelineTimer:
