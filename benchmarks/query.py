@@ -205,19 +205,8 @@ def build(store: Any, jobs: int) -> dict[str, int]:
                     target = chain_dataset(chain, step + 1)
                     yield {**common, "dataset_id": target, "direction": "output", "snapshot_id": f"{target}-s{k + 1}"}
 
-    counts = _load_all(
-        store,
-        when,
-        (
-            (s.datasets, dataset_rows()),
-            (s.dataset_fields, field_rows()),
-            (s.jobs, job_rows()),
-            (s.job_io, io_rows()),
-            (s.column_lineage, lineage_rows()),
-            (s.runs, run_rows()),
-            (s.snapshot_lineage, snapshot_rows()),
-        ),
-    )
+    graph_rows = (dataset_rows(), field_rows(), job_rows(), io_rows(), run_rows())
+    counts = _load_all(store, when, graph_rows, ((s.column_lineage, lineage_rows()), (s.snapshot_lineage, snapshot_rows())))
     counts["chains"] = chains
     return counts
 
@@ -321,25 +310,24 @@ def build_hubs(store: Any, jobs: int) -> dict[str, int]:
                 "updated_at": moment,
             }
 
-    counts = _load_all(
-        store,
-        when,
-        (
-            (s.datasets, dataset_rows()),
-            (s.dataset_fields, field_rows()),
-            (s.jobs, job_rows()),
-            (s.job_io, io_rows()),
-            (s.runs, run_rows()),
-        ),
-    )
+    counts = _load_all(store, when, (dataset_rows(), field_rows(), job_rows(), io_rows(), run_rows()))
     counts["groups"] = groups
     return counts
 
 
-def _load_all(store: Any, when: dict[str, Any], tables: Iterable[tuple[Any, Iterator[dict]]]) -> dict[str, int]:
-    """The namespace, then each table's rows in order; the row count per table."""
+GRAPH_TABLES = (s.datasets, s.dataset_fields, s.jobs, s.job_io, s.runs)
+
+
+def _load_all(
+    store: Any,
+    when: dict[str, Any],
+    graph_rows: tuple[Iterator[dict], ...],
+    more: Iterable[tuple[Any, Iterator[dict]]] = (),
+) -> dict[str, int]:
+    """The namespace, the rows of `GRAPH_TABLES` in order, then `more` tables; the row count per table."""
     with store.engine.begin() as conn:
         conn.execute(insert(s.namespaces), [{"id": 1, "name": NS, **when}])
+    tables = [*zip(GRAPH_TABLES, graph_rows, strict=True), *more]
     counts = {table.name: _load(store, table, rows) for table, rows in tables}
     finish(store)
     return counts
