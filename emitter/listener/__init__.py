@@ -2,7 +2,8 @@
 
 `attach` returns an `Attachment` owning everything the session's lineage needs: its pipeline
 (fed from its own thread, `worker.PipelineWorker`) and transport client, its batch
-`QueryExecutionListener`, its streaming listener and its JVM micro-batch tagger. Sessions of one SparkContext (`spark.newSession()`) attach independently.
+`QueryExecutionListener`, its streaming listener and its JVM micro-batch tagger. Sessions of one
+SparkContext (`spark.newSession()`) attach independently.
 It emits the parent application run START, and makes sure the application COMPLETE is emitted
 and the transport flushed, with bounded waits, whether the script calls `spark.stop()` or
 simply ends. The registry of live attachments is the only state kept here, for shutdown.
@@ -18,7 +19,7 @@ from typing import Any
 
 from emitter.capture import SessionInfo
 from emitter.config import EmitterConfig, is_disabled, load_config
-from emitter.listener import janino, jvm
+from emitter.listener import janino
 from emitter.listener.batch import BatchListener
 from emitter.listener.streaming import LineageStreamingListener
 from emitter.listener.worker import PipelineWorker
@@ -50,7 +51,7 @@ class Attachment:
         self.worker = PipelineWorker(pipeline)
         gateway = spark.sparkContext._gateway
         # the JVM listener telling which actions ran inside which micro-batch (foreachBatch)
-        self.tagger = jvm.guarded(None, janino.new_instance, gateway, TAGGER_CLASS)
+        self.tagger = janino.optional_instance(gateway, TAGGER_CLASS, "foreachBatch writes get the application as parent")
         self.listener = BatchListener(gateway, self.worker, spark._jsc.hadoopConfiguration(), self.tagger)
         self.streaming_listener: LineageStreamingListener | None = LineageStreamingListener(spark, self.worker.handle_stream)
         self._closed = False

@@ -62,6 +62,16 @@ def new_instance(gateway: Any, class_name: str) -> Any:
     return class_loader(gateway).loadClass(class_name).newInstance()
 
 
+def optional_instance(gateway: Any, class_name: str, without_it: str) -> Any | None:
+    """`new_instance`, or None when the helper cannot be had (no Janino, a compile error): logged
+    once with what the listener does `without_it`."""
+    try:
+        return new_instance(gateway, class_name)
+    except Exception as error:  # noqa: BLE001 - every helper has a py4j or a do-without path
+        log.info("Janino helper %s unavailable (%s); %s", class_name, error, without_it)
+        return None
+
+
 def read_result(result: str | None) -> str | None:
     """A helper's result: inline, or read (and removed) from the temp file it names."""
     if result is None or not result.startswith(FILE_REFERENCE):

@@ -35,13 +35,9 @@ class PlanDumper:
     def __init__(self, gateway: Any, compact: bool = True) -> None:
         """`compact=False`: plans as Spark's own `toJSON()` (the TPC-DS benchmark compares both)."""
         self.gateway = gateway
-        try:
-            self.helper: Any = janino.new_instance(gateway, DUMPER_CLASS)
-            if not compact:
-                self.helper.setCompact(False)
-        except Exception as error:  # noqa: BLE001
-            log.info("Janino plan helper unavailable (%s); plans go through toJSON()", error)
-            self.helper = None
+        self.helper: Any = janino.optional_instance(gateway, DUMPER_CLASS, "plans go through toJSON()")
+        if self.helper is not None and not compact:
+            self.helper.setCompact(False)
 
     def to_json(self, tree: Any) -> str:
         if self.helper is not None:
@@ -296,11 +292,7 @@ class WriteDescriber:
     the command (or is unavailable)."""
 
     def __init__(self, gateway: Any) -> None:
-        try:
-            self.helper: Any = janino.new_instance(gateway, WRITES_CLASS)
-        except Exception as error:  # noqa: BLE001
-            log.info("Janino write helper unavailable (%s); writes are read through py4j", error)
-            self.helper = None
+        self.helper: Any = janino.optional_instance(gateway, WRITES_CLASS, "writes are read through py4j")
 
     def describe(self, query_execution: Any, root: Any, command: str) -> tuple[WriteInfo | None, bool]:
         """(the write, whether its metrics are in it); (None, True) when the action writes nothing."""

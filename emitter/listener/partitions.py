@@ -12,7 +12,6 @@ its static filters selected.
 from __future__ import annotations
 
 import json
-import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -21,8 +20,6 @@ from emitter.capture import RelationInfo
 from emitter.listener import janino
 from emitter.listener.files import location_of
 from emitter.snapshots import partitions_read, path_of
-
-log = logging.getLogger(__name__)
 
 SCANNED_PARTITIONS_CLASS = "SparkLineageScannedPartitions"
 
@@ -33,11 +30,7 @@ class ScannedPartitions:
     """The helper instance, made once per listener (an instance costs py4j calls of its own)."""
 
     def __init__(self, gateway: Any) -> None:
-        try:
-            self.helper: Any = janino.new_instance(gateway, SCANNED_PARTITIONS_CLASS)
-        except Exception as error:  # noqa: BLE001
-            log.info("Janino partition helper unavailable (%s); inputs carry no partitions", error)
-            self.helper = None
+        self.helper: Any = janino.optional_instance(gateway, SCANNED_PARTITIONS_CLASS, "inputs carry no partitions")
 
     def read(self, query_execution: Any, leaves: Mapping[int, RelationInfo]) -> dict[int, Partitions]:
         """Leaf key -> the partitions read, for the partitioned file sources among `leaves`; no
