@@ -14,7 +14,6 @@ from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, c
 from consumer.query.errors import BadParameter
 
 MAX_DEPTH = 100
-_NO_OFFSET = timedelta(0)
 MAX_PAGE = 10_000
 MAX_OFFSET = 1_000_000_000  # within every database's integer range
 
@@ -34,10 +33,14 @@ def reading(store: Any) -> Iterator[Connection]:
 def in_ids(conn: Connection, column: Any, ids: Iterable[int]) -> Any:
     """`column IN (ids)`. On PostgreSQL one array parameter (`= ANY(CAST(:ids AS BIGINT[]))`): the
     statement's text is the same for any number of ids, so it is converted and planned once per
-    connection instead of once per call with hundreds of parameters."""
+    connection instead of once per call with hundreds of parameters. (`consumer.query.graph`
+    does the same for its SQL text.)"""
     if conn.dialect.name == "postgresql":
         return column == any_(cast(bindparam(None, list(ids)), ARRAY(BigInteger)))
     return column.in_(list(ids))
+
+
+_NO_OFFSET = timedelta(0)
 
 
 def iso(moment: datetime | str | None) -> str | None:

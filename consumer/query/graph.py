@@ -59,13 +59,12 @@ def _expanding(sql: str, *names: str) -> Any:
 
 
 def _id_lists(conn: Connection, sql: str, *names: str) -> Any:
-    """`sql` whose `IN :name` / `NOT IN :name` take lists of integer ids: on PostgreSQL one array
-    parameter each (one statement text, planned once; 2-3x faster than hundreds of parameters),
-    elsewhere an expanded list."""
+    """`sql` whose `IN :name` take lists of integer ids: on PostgreSQL one array parameter each
+    (one statement text, planned once; 2-3x faster than hundreds of parameters), elsewhere an
+    expanded list. The same for SQL text as `consumer.query.db.in_ids` for Core expressions."""
     if conn.dialect.name != "postgresql":
         return _expanding(sql, *names)
     for name in names:
-        sql = sql.replace(f"NOT IN :{name}", f"<> ALL(CAST(:{name} AS bigint[]))")
         sql = sql.replace(f"IN :{name}", f"= ANY(CAST(:{name} AS bigint[]))")
     return text(sql)
 
@@ -110,8 +109,7 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
     for _ in range(depth):
         if one_query and len(frontier) <= _IDS_PER_QUERY and len(seen_datasets) <= _IDS_PER_QUERY:
             # one round trip per level: what a chain of small jobs needs most
-            next_level = _id_lists(conn, _NEXT_LEVEL, "frontier", "seen")
-            pairs = conn.execute(next_level, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
+            pairs = conn.execute(_NEXT_LEVEL, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
             datasets, jobs = {dataset for dataset, _ in pairs}, {job for _, job in pairs}
         else:  # the same in two steps, each in chunks of ids
             datasets = _column_of_io(conn, "dataset_id", "job_id", frontier) - seen_datasets
@@ -126,9 +124,12 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
 
 # The new datasets first, then their jobs: joining job_io to itself directly would pair every
 # frontier job with every job of a hub dataset they share before DISTINCT removes the repeats.
-_NEXT_LEVEL = (
+# (Not used on PostgreSQL: see connected_jobs.)
+_NEXT_LEVEL = _expanding(
     "SELECT DISTINCT dataset_id, job_id FROM job_io WHERE dataset_id IN "
-    "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)"
+    "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
+    "frontier",
+    "seen",
 )
 
 
