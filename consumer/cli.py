@@ -175,6 +175,13 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
     saved_tags = store.clear_derived()
     done = skipped = 0
     started = time.monotonic()
+
+    def stored(chunk_stored: Future[None], chunk_size: int) -> None:
+        nonlocal done
+        chunk_stored.result()
+        done += chunk_size
+        _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
+
     # Pipelined as ingestion is: the next chunk is prepared while the last one is being stored.
     in_flight: tuple[Future[None], int] | None = None
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-store") as store_thread:
@@ -186,14 +193,10 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
                 except InvalidEvent:
                     skipped += 1  # stored under older rules; kept raw, not derived
             if in_flight is not None:
-                in_flight[0].result()
-                done += in_flight[1]
-                _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
+                stored(*in_flight)
             in_flight = (store_thread.submit(store.rebuild, prepared), len(chunk))
         if in_flight is not None:
-            in_flight[0].result()
-            done += in_flight[1]
-            _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
+            stored(*in_flight)
     store.restore_tags(saved_tags)
     err.write("\n")
     rate = done / max(time.monotonic() - started, 1e-9)
