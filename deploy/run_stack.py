@@ -33,6 +33,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from demo.broker import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "lineage-stack"
 COMPOSE_FILES = ("-f", "docker-compose.yml", "-f", "deploy/compose.local.yml")
@@ -71,12 +73,6 @@ def port_taken(port: int) -> bool:
     return False
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def choose_ports(environ: Mapping[str, str], taken: Callable[[int], bool] = port_taken) -> dict[str, int]:
     """The port of each service: the one the environment names (which must be free), else the
     default when free, else a free one; never the same port twice."""
@@ -89,7 +85,7 @@ def choose_ports(environ: Mapping[str, str], taken: Callable[[int], bool] = port
         else:
             port = default
             while taken(port) or port in chosen.values():
-                port = _free_port()
+                port = free_port()
         chosen[name] = port
     return chosen
 

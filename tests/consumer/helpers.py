@@ -4,6 +4,8 @@ path, and dump the derived stores by natural keys (ids differ between databases 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterable
@@ -44,6 +46,18 @@ def ingest_all(
         source.close()
         dead_letters.close()
     return ingestor
+
+
+def stop_process(process: subprocess.Popen[str]) -> str:
+    """SIGTERM, wait (killed after a minute), and the process's log (its stderr)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+    return stderr
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from consumer.ingest import prepare
 from consumer.kafka_io import ChangeMessages
 from consumer.store import open_store
 from consumer.store import schema as s
-from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, ingest_all
+from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, ingest_all, stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
 
 pytestmark = pytest.mark.kafka
@@ -213,12 +212,7 @@ def test_serve_with_a_changes_topic_tells_a_subscriber_the_demo_pipelines_table_
         finally:
             store.dispose()
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            _, log = serve.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            _, log = serve.communicate()
+        log = stop_process(serve)
 
     rebuilt = {
         (m["job"]["namespace"], m["job"]["name"], m["direction"], m["dataset"]["namespace"], m["dataset"]["name"])

@@ -25,7 +25,7 @@ from sqlalchemy import text
 from consumer.ingest import ORIGINAL_SIZE_HEADER, REASON_CLASS_HEADER, REASON_HEADER, TRUNCATED_HEADER
 from consumer.kafka_io import DEAD_LETTER_VALUE_BYTES
 from consumer.store import open_store
-from tests.consumer.helpers import dump, metric_value, write_events
+from tests.consumer.helpers import dump, metric_value, stop_process, write_events
 from tests.support.broker import free_port, read_topic, unique_topic
 from tests.support.events import batch_write, table
 from tests.support.paths import PROJECT_ROOT
@@ -88,18 +88,6 @@ def _consumer(command: str, store_url: str, bootstrap: str, topic: str, group: s
     )
 
 
-def _stop(process: subprocess.Popen[str]) -> str:
-    """SIGTERM, wait, and the process's log."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        _, stderr = process.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, stderr = process.communicate()
-    return stderr
-
-
 def _stored(store: Any) -> int:
     with store.engine.connect() as connection:
         return int(connection.execute(text("SELECT count(*) FROM lineage_events")).scalar_one())
@@ -138,7 +126,7 @@ def _serving(store_url: str, bootstrap: str, topic: str, *extra: str) -> Iterato
     try:
         yield f"http://127.0.0.1:{port}", process
     finally:
-        _stop(process)
+        stop_process(process)
 
 
 def _metric(base: str, name: str, **labels: str) -> float | None:
@@ -165,7 +153,7 @@ def test_sigkill_mid_batch_loses_nothing_and_stores_nothing_twice(postgres_url, 
         try:
             _wait_for(lambda: _stored(store) >= len(events), "every event stored")
         finally:
-            log = _stop(process)
+            log = stop_process(process)
         stored = dump(store)
         count = _stored(store)
     finally:
@@ -197,7 +185,7 @@ def test_two_ingest_processes_in_one_group_build_the_one_process_store(postgres_
         _wait_for(lambda: _stored(store) >= len(events), "every event stored")
         stored = dump(store)
     finally:
-        logs = [_stop(member) for member in members]
+        logs = [stop_process(member) for member in members]
         store.dispose()
 
     handled = [int(log.rsplit("records=", 1)[1].split(",")[0]) for log in logs]
@@ -236,7 +224,7 @@ def test_large_and_invalid_records_are_dead_lettered_under_ingest(sqlite_url, ka
         _wait_for(lambda: _stored(store) >= len(good), "the good events stored")
         _assert_dead_lettered(kafka_bootstrap, topic, values)
     finally:
-        log = _stop(process)
+        log = stop_process(process)
         store.dispose()
     assert process.returncode == 0, log[-3000:]
     lines = [json.loads(line) for line in log.splitlines()]  # one JSON object per line
