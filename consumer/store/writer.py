@@ -473,13 +473,27 @@ class _BatchWriter:
                 # number of another appended run: through negative numbers, as below
                 self.many(statement, [{**value, "seq": -value["seq"]} for value in appended])
             self.many(statement, appended)
+            # a stored run among them may have changed its number (a new run now starts before it)
+            self._renumber_snapshots(
+                [
+                    (stored[value["moved_uuid"]]["id"], stored[value["moved_uuid"]]["run_seq"], value["seq"])
+                    for value in appended
+                    if value["moved_uuid"] in stored and stored[value["moved_uuid"]]["run_seq"] != value["seq"]
+                ]
+            )
         if not moves:
             return
         statement = update(runs).where(runs.c.id == bindparam("moved")).values(run_seq=bindparam("seq"))
         # Through negative numbers: no two runs of a job ever share one (uq_runs_job_seq).
         self.many(statement, [{"moved": run_id, "seq": -new} for run_id, _, new in moves])
         self.many(statement, [{"moved": run_id, "seq": new} for run_id, _, new in moves])
-        # A batch run's snapshots carry its number as barrier id; a streaming run's carry micro-batch ids.
+        self._renumber_snapshots(moves)
+
+    def _renumber_snapshots(self, moves: list[tuple[int, int, int]]) -> None:
+        """A batch run's snapshots carry its number as barrier id (a streaming run's carry micro-batch
+        ids): follow each (run id, old number, new number)."""
+        if not moves:
+            return
         moved_facets = dict(
             self.connection.execute(
                 select(runs.c.id, runs.c.facets).where(runs.c.id.in_([run_id for run_id, _, _ in moves]))

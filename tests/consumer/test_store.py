@@ -274,3 +274,23 @@ def test_a_late_earlier_event_of_the_latest_run_renumbers_it_behind_a_new_run(st
         ],
     )
     assert _rows(store, "SELECT uuid, run_seq FROM runs") == [(run_a, 1), (run_r, 3), (run_n, 2)]
+
+
+def test_a_stored_run_overtaken_by_a_new_earlier_run_takes_its_snapshots_along(store):
+    """Run R stored alone (number 1, its output snapshot at barrier 1); then one batch brings a new
+    run N that started before R and an earlier event of R: N takes 1, R 2, and R's snapshot row
+    follows it to barrier 2 (Hypothesis found the snapshot left at 1)."""
+    out = table("mart", "t", ["id"], snapshot="t-1")
+    run_r, run_n = (str(uuid.UUID(int=index)) for index in (2, 3))
+    write_events(store, [run_event("START", "job", [], [out], run_id=run_r, at=BASE_TIME + timedelta(days=6))])
+    write_events(
+        store,
+        [
+            run_event("START", "job", [], [table("mart", "t", ["id"])], run_id=run_n, at=BASE_TIME),
+            run_event("START", "job", [], [table("mart", "t", ["id"])], run_id=run_r, at=BASE_TIME + timedelta(hours=3)),
+        ],
+    )
+    assert _rows(store, "SELECT uuid, run_seq FROM runs") == [(run_r, 2), (run_n, 1)]
+    assert _rows(
+        store, "SELECT r.uuid, s.barrier_id, s.snapshot_id FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id"
+    ) == [(run_r, 2, "t-1")]
