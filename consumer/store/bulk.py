@@ -3,18 +3,22 @@
 SQLAlchemy's executemany prepares every row through its generic machinery (parameter
 construction, one type processor call per value); for the store's batches of tens of thousands
 of rows that was most of the write time. Here a statement is compiled once per call for the
-columns the rows carry, each column gets its dialect's bind processor once, repeated times are
-converted once, and the driver's own `executemany` gets plain tuples (SQLite) or dicts
-(psycopg, which pipelines them).
+columns the rows carry, each column gets its dialect's bind processor once and repeated times are
+converted once. SQLite: the driver's own `executemany` gets plain tuples (a C loop over one
+prepared statement). PostgreSQL: an INSERT becomes ONE statement for all its rows, each column
+sent as one array and the rows read back with `unnest` (`INSERT ... SELECT * FROM unnest(...)
+ON CONFLICT ...`): per-row statements cost the server a bind and an execution each, which was
+most of PostgreSQL's write time.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Insert, Update
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
@@ -29,6 +33,8 @@ def execute_many(connection: Connection, statement: ClauseElement, rows: Sequenc
         return
     dialect = connection.dialect
     keys = list(rows[0])
+    if isinstance(statement, Insert):
+        statement = statement.inline()  # no RETURNING of the new ids: callers select what they need
     compiled = statement.compile(dialect=dialect, column_keys=keys)
     if not isinstance(compiled, SQLCompiler):
         raise TypeError(f"not a SQL statement: {statement!r}")
@@ -48,6 +54,12 @@ def execute_many(connection: Connection, statement: ClauseElement, rows: Sequenc
                 if value is not None:
                     row_values[index] = processor(value)
     parameters: list[Any]
+    if dialect.name == "postgresql" and isinstance(statement, Insert | Update) and not constants:
+        types = {name: _LENGTH.sub("", compiled.binds[name].type.compile(dialect)) for name in from_rows}
+        set_based = _from_arrays(str(compiled), types)
+        columns = [list(column) for column in zip(*values, strict=True)]
+        connection.exec_driver_sql(set_based, dict(zip(from_rows, columns, strict=True)))
+        return
     if compiled.positional:
         position = {name: index for index, name in enumerate(from_rows)}
         if not constants and from_rows == names:
@@ -57,6 +69,48 @@ def execute_many(connection: Connection, statement: ClauseElement, rows: Sequenc
     else:
         parameters = [{**constants, **dict(zip(from_rows, row, strict=True))} for row in values]
     connection.exec_driver_sql(str(compiled), parameters)
+
+
+# psycopg's compiled placeholders: %(name)s, most with a cast to the type without its length
+# (%(name)s::VARCHAR): an array cast to VARCHAR(n)[] would cut longer values instead of refusing them.
+_TYPE = r"TIMESTAMP WITH(?:OUT)? TIME ZONE|DOUBLE PRECISION|[A-Z]+"
+_ONE_PLACEHOLDER = re.compile(rf"%\((\w+)\)s(?:::({_TYPE}))?")
+_VALUES = re.compile(rf" VALUES \(({_ONE_PLACEHOLDER.pattern}(?:, {_ONE_PLACEHOLDER.pattern})*)\)")
+_LENGTH = re.compile(r"\(\d+\)")
+_GIVEN = "given"  # the alias of the unnested rows in an UPDATE
+
+
+def _from_arrays(sql: str, types: Mapping[str, str]) -> str:
+    """The statement for all rows at once, each placeholder now a column array (`types`: the SQL type
+    of each placeholder the compiler left uncast):
+    `INSERT ... VALUES (%(a)s, ...) rest` -> `INSERT ... SELECT * FROM unnest(%(a)s::T[], ...) rest`;
+    `UPDATE t SET x=%(a)s WHERE t.k = %(b)s` -> `UPDATE t SET x=given.a FROM unnest(...) AS given(a, b) WHERE t.k = given.b`."""
+    if sql.startswith("INSERT"):
+        found = _VALUES.search(sql)
+        if found is None:
+            raise ValueError(f"not a one-row INSERT ... VALUES statement: {sql}")
+        placeholders = dict(_placeholders(found.group(1), types))
+        return f"{sql[: found.start()]} SELECT * FROM {_unnest(placeholders)}{sql[found.end() :]}"
+    if not sql.startswith("UPDATE") or " WHERE " not in sql:
+        raise ValueError(f"not an INSERT or UPDATE ... WHERE statement: {sql}")
+    placeholders = dict(_placeholders(sql, types))
+    columns = _ONE_PLACEHOLDER.sub(lambda matched: f"{_GIVEN}.{matched.group(1)}", sql)
+    head, where = columns.split(" WHERE ", 1)
+    return f"{head} FROM {_unnest(placeholders)} AS {_GIVEN}({', '.join(placeholders)}) WHERE {where}"
+
+
+def _placeholders(sql: str, types: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, type) of each placeholder in `sql`, in order."""
+    found = [(matched.group(1), matched.group(2) or types.get(matched.group(1))) for matched in _ONE_PLACEHOLDER.finditer(sql)]
+    unknown = [name for name, type_ in found if type_ is None]
+    if unknown:
+        raise ValueError(f"no values given for {unknown} in {sql}")
+    return [(name, type_) for name, type_ in found if type_ is not None]
+
+
+def _unnest(placeholders: Mapping[str, str]) -> str:
+    # %b: binary arrays (psycopg escapes every element of a text-format array in Python)
+    return f"unnest({', '.join(f'%({name})b::{type_}[]' for name, type_ in placeholders.items())})"
 
 
 def _values_of(row: Mapping[str, Any], names: list[str]) -> tuple[Any, ...]:

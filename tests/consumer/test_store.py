@@ -6,7 +6,7 @@ import itertools
 import uuid
 from datetime import timedelta
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from tests.consumer.helpers import dump, write_events
 from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
@@ -291,6 +291,44 @@ def test_a_stored_run_overtaken_by_a_new_earlier_run_takes_its_snapshots_along(s
         ],
     )
     assert _rows(store, "SELECT uuid, run_seq FROM runs") == [(run_r, 2), (run_n, 1)]
-    assert _rows(
-        store, "SELECT r.uuid, s.barrier_id, s.snapshot_id FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id"
-    ) == [(run_r, 2, "t-1")]
+    assert _rows(store, "SELECT r.uuid, s.barrier_id, s.snapshot_id FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id") == [
+        (run_r, 2, "t-1")
+    ]
+
+
+def _statements_writing(store, events: list[dict]) -> list[tuple[str, int]]:
+    """(statement's first words, parameter sets) of every statement one batch write sends."""
+    sent: list[tuple[str, int]] = []
+
+    def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        sent.append((" ".join(statement.split()[:3]), len(parameters) if executemany else 1))
+
+    event.listen(store.engine, "before_cursor_execute", note)
+    try:
+        write_events(store, events)
+    finally:
+        event.remove(store.engine, "before_cursor_execute", note)
+    return sent
+
+
+def test_a_batch_costs_the_same_statements_whatever_its_size(store):
+    """Set-based writes: ten times the events, the same statements (SQLite: one executemany per
+    table; PostgreSQL: each INSERT one statement for all its rows, sent as column arrays)."""
+
+    def runs(first: int, count: int) -> list[dict]:
+        events = []
+        for index in range(first, first + count):
+            source, target = (
+                table("raw", f"s{index % 7}", ["a", "b"], snapshot=f"s-{index}"),
+                table("mart", f"t{index % 5}", ["a", "b"]),
+            )
+            output = with_column_lineage(target, {"a": [(source, "a")], "b": [(source, "b")]})
+            events += batch_write(f"job_{index % 5}", [source], output, start=BASE_TIME + timedelta(minutes=index))
+        return events
+
+    write_events(store, runs(0, 40))  # every table and field known: the batches below only update
+    small = _statements_writing(store, runs(40, 10))
+    large = _statements_writing(store, runs(50, 100))
+    assert [statement for statement, _ in large] == [statement for statement, _ in small]
+    if store.engine.dialect.name == "postgresql":
+        assert [(statement, sets) for statement, sets in large if sets != 1] == []
