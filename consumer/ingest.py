@@ -145,9 +145,10 @@ def prepare(value: Any) -> EventRows:
     """Raw bytes/str or an already decoded event -> rows; raises InvalidEvent."""
     if isinstance(value, bytes):
         try:
-            value = value.decode()
+            text = value.decode()
         except UnicodeDecodeError as error:
             raise InvalidEvent("", f"not JSON: not UTF-8 ({error})") from None
+        return materialize(validate(decode(value)), raw_text=text)  # decoding bytes saves a copy
     if isinstance(value, str):
         return materialize(validate(decode(value)), raw_text=value)
     return materialize(validate(value))
