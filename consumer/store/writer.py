@@ -50,6 +50,7 @@ from consumer.store.schema import (
 )
 
 CHUNK = 500
+BATCH_WORK_MEM = "64MB"
 _DATASET_VALUES = ("type", "source_name", "source_uri", "description", "database_name", "table_name", "current_version")
 _JOB_VALUES = ("type", "integration", "job_type", "description", "location", "current_version")
 _RUN_VALUES = (
@@ -67,6 +68,7 @@ def write_batch(connection: Connection, batch: Sequence[EventRows], *, store_raw
     events that were new. Events already stored are skipped whole."""
     writer = _BatchWriter(connection)
     unique = _unique(batch)
+    writer.size_memory()
     writer.lock_keys(unique)
     fresh = writer.raw_events(unique) if store_raw else unique
     if fresh:
@@ -146,6 +148,12 @@ class _BatchWriter:
 
     def many(self, statement: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         execute_many(self.connection, statement, rows)
+
+    def size_memory(self) -> None:
+        """PostgreSQL: room for a batch's column arrays (a batch of events is megabytes of text),
+        which otherwise spill to temporary files while unnest reads them; this transaction only."""
+        if self.dialect == "postgresql":
+            self.connection.execute(text(f"SET LOCAL work_mem = '{BATCH_WORK_MEM}'"))
 
     # concurrency -------------------------------------------------------------------------
     def lock_keys(self, batch: Sequence[EventRows]) -> None:
