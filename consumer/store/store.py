@@ -74,9 +74,6 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyp
     # WAL lets the API read while ingestion writes; foreign keys make deletes cascade.
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    # Checkpoints every 40 MB of log instead of 4 MB: a batch rewrites the same index pages, and
-    # each checkpoint writes them back once (7 % less store time per event in benchmarks/ingest.py).
-    cursor.execute("PRAGMA wal_autocheckpoint=10000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 
