@@ -1,6 +1,6 @@
 """The write side of the store: one batch of materialized events -> a fixed, small number of
-set-based statements per table (one executemany'd upsert, one keyed select for the row ids),
-all in the caller's transaction.
+set-based statements per table (one upsert for all its rows, see store/bulk.py, and one keyed
+select for the row ids), all in the caller's transaction.
 
 Every derived row is a function of the SET of events stored, never of their order, batching or
 arrival time, so any permutation of the same events, split into any batches by any number of
