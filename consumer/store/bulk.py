@@ -28,7 +28,8 @@ Processor = Callable[[Any], Any] | None
 
 
 def execute_many(connection: Connection, statement: ClauseElement, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Run `statement` once per row of `rows` (every row has the same keys) in one executemany."""
+    """Run `statement` for every row of `rows` (every row has the same keys): one executemany, or on
+    PostgreSQL (an INSERT or UPDATE) one execution over column arrays."""
     if not rows:
         return
     dialect = connection.dialect
