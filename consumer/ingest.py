@@ -148,10 +148,11 @@ def prepare(value: Any) -> EventRows:
             text = value.decode()
         except UnicodeDecodeError as error:
             raise InvalidEvent("", f"not JSON: not UTF-8 ({error})") from None
-        return materialize(validate(decode(value)), raw_text=text)  # decoding bytes saves a copy
-    if isinstance(value, str):
-        return materialize(validate(decode(value)), raw_text=value)
-    return materialize(validate(value))
+    elif isinstance(value, str):
+        text = value
+    else:
+        return materialize(validate(value))
+    return materialize(validate(decode(value)), raw_text=text)  # bytes are decoded as they are: no copy
 
 
 def prepare_batch(records: Sequence[RecordLike], max_event_bytes: int) -> PreparedBatch:

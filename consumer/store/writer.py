@@ -483,11 +483,7 @@ class _BatchWriter:
             self.many(statement, appended)
             # a stored run among them may have changed its number (a new run now starts before it)
             self._renumber_snapshots(
-                [
-                    (stored[value["moved_uuid"]]["id"], stored[value["moved_uuid"]]["run_seq"], value["seq"])
-                    for value in appended
-                    if value["moved_uuid"] in stored and stored[value["moved_uuid"]]["run_seq"] != value["seq"]
-                ]
+                [(run["id"], run["run_seq"], value["seq"]) for value in appended if (run := stored.get(value["moved_uuid"]))]
             )
         if not moves:
             return
@@ -499,7 +495,9 @@ class _BatchWriter:
 
     def _renumber_snapshots(self, moves: list[tuple[int, int, int]]) -> None:
         """A batch run's snapshots carry its number as barrier id (a streaming run's carry micro-batch
-        ids): follow each (run id, old number, new number)."""
+        ids): follow each (run id, old number, new number) that changed from a number a run kept
+        (not a provisional negative one)."""
+        moves = [(run_id, old, new) for run_id, old, new in moves if 0 < old != new]
         if not moves:
             return
         moved_facets = dict(
@@ -510,7 +508,7 @@ class _BatchWriter:
         renumbered = [
             {"moved": run_id, "old": old, "new": new}
             for run_id, old, new in moves
-            if old > 0 and "microBatch" not in (moved_facets.get(run_id) or {})
+            if "microBatch" not in (moved_facets.get(run_id) or {})
         ]
         if renumbered:
             self.many(
