@@ -8,8 +8,8 @@
 #
 #   deploy/local-images.sh [--rebuild]
 #
-# Needs root (debootstrap), a running Docker engine, and the prebuilt Marquez Web bundle at
-# ../shared/marquez-web (beside the repository) or at $MARQUEZ_WEB_DIR.
+# Needs root (debootstrap) and a running Docker engine. Marquez Web is the prebuilt bundle in
+# tests/fixtures/external/marquez-web (another build: $MARQUEZ_WEB_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -92,7 +92,7 @@ debian_base() {
 }
 
 marquez_web_dir() {
-    local dir=${MARQUEZ_WEB_DIR:-$root/../shared/marquez-web}
+    local dir=${MARQUEZ_WEB_DIR:-$root/tests/fixtures/external/marquez-web}
     if [ ! -f "$dir/dist/index.html" ]; then
         say "no prebuilt Marquez Web at $dir/dist (set MARQUEZ_WEB_DIR)"
         exit 1

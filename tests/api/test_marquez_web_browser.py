@@ -1,4 +1,4 @@
-"""Marquez Web (the prebuilt bundle beside the repository) in a real browser, served by our API
+"""Marquez Web (the prebuilt bundle in tests/fixtures/external) in a real browser, served by our API
 process itself (`serve --web-dir`) over the demo pipeline's recorded events: the jobs page lists
 the jobs, the table-lineage page draws the job's datasets, the column-level page shows the
 fields. Playwright drives Chromium (Debian's, ./run tests installs it); screenshots are kept under .run/marquez-web/."""

@@ -11,9 +11,8 @@ EXTERNAL_FIXTURES = PROJECT_ROOT / "tests" / "fixtures" / "external"
 OPENLINEAGE_SPEC_DIR = EXTERNAL_FIXTURES / "openlineage-spec"
 MARQUEZ_OPENAPI = EXTERNAL_FIXTURES / "marquez" / "openapi.yml"
 MARQUEZ_DEMO_EVENTS = EXTERNAL_FIXTURES / "marquez" / "metadata.json"
+MARQUEZ_WEB_DIST = EXTERNAL_FIXTURES / "marquez-web" / "dist"
 OPENLINEAGE_SAMPLES_DIR = EXTERNAL_FIXTURES / "openlineage-samples"
-# Only the browser test reads from here (the prebuilt Marquez Web); see tests/support/require.py.
-SHARED_DIR = PROJECT_ROOT.parent / "shared"
 
 
 def third_party_events() -> list[dict[str, Any]]:

@@ -7,9 +7,8 @@
 ``chromium_executable() -> str``
     A Chromium for the browser test (Playwright's, else the system's), or ``skip_or_fail``.
 ``marquez_web_dist() -> Path``
-    The prebuilt Marquez Web (``marquez-web/dist`` in the ``shared/`` folder beside the repository
-    root), or a skip with a printed reason where it is absent. This is the suite's one allowed skip:
-    the build is too big to copy into the repository.
+    The prebuilt Marquez Web (``tests/fixtures/external/marquez-web/dist``), or ``skip_or_fail``
+    where a checkout lacks it.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import NoReturn
 
 import pytest
 
-from tests.support.paths import SHARED_DIR
+from tests.support.paths import MARQUEZ_WEB_DIST
 
 REQUIRE_ALL_ENV = "LINEAGE_REQUIRE_ALL"
 
@@ -52,7 +51,6 @@ def chromium_executable() -> str:
 
 
 def marquez_web_dist() -> Path:
-    dist = SHARED_DIR / "marquez-web" / "dist"
-    if not (dist / "index.html").is_file():
-        pytest.skip(f"prebuilt Marquez Web not found ({SHARED_DIR.name}/marquez-web/dist beside the repository root)")
-    return dist
+    if not (MARQUEZ_WEB_DIST / "index.html").is_file():
+        skip_or_fail(f"prebuilt Marquez Web not found ({MARQUEZ_WEB_DIST})")
+    return MARQUEZ_WEB_DIST
