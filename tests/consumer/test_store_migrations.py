@@ -12,7 +12,7 @@ from consumer.store import open_store
 from consumer.store.migrations import _config, head_revision, migrate
 from consumer.store.schema import metadata
 from tests.consumer.helpers import write_events
-from tests.support.events import batch_write, table
+from tests.support.events import batch_write, table, with_column_lineage
 
 VIEWS = {
     "source_job_lineage",
@@ -65,7 +65,7 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
-    for version, expected in ((1, ["0002", "0003", "0004", "0005"]), (2, ["0003", "0004", "0005"])):
+    for version, expected in ((1, ["0002", "0003", "0004", "0005", "0006"]), (2, ["0003", "0004", "0005", "0006"])):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
         with store.engine.begin() as connection:  # what a legacy store holds: a namespace and a raw event
@@ -91,6 +91,41 @@ def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(
         _drop_everything(store)
 
 
+def test_column_lineage_keeps_its_rows_when_its_constraints_go_and_come_back(store_url):
+    engine = create_engine(store_url)
+    with engine.connect() as connection:
+        command.upgrade(_config(connection), "0005")
+        connection.commit()
+    engine.dispose()
+    store = open_store(store_url, migrate=False)
+    source = table("raw", "a", ["id", "name"])
+    output = with_column_lineage(
+        table("mart", "b", ["id", "name"]), {"id": [(source, "id")]}, indirect=[(source, "name", "FILTER")]
+    )
+    write_events(store, batch_write("app.job", [source], output))
+    query = "SELECT * FROM column_lineage ORDER BY id"
+    written = _rows(store, query)
+    assert written and _foreign_keys(store_url) == 6
+
+    assert migrate(store.engine) == ["0006"]
+    assert _rows(store, query) == written and _foreign_keys(store_url) == 0
+    with store.engine.connect() as connection:
+        command.downgrade(_config(connection), "0005")
+        connection.commit()
+    assert _rows(store, query) == written and _foreign_keys(store_url) == 6
+    assert migrate(store.engine) == ["0006"]
+    assert _schema_differences(store_url) == []
+    store.dispose()
+
+
+def _foreign_keys(url: str) -> int:
+    engine = create_engine(url)
+    try:
+        return len(inspect(engine).get_foreign_keys("column_lineage"))
+    finally:
+        engine.dispose()
+
+
 def _rows(store, query: str) -> list:  # type: ignore[no-untyped-def]
     with store.engine.connect() as connection:
         return list(connection.execute(text(query)))
@@ -109,7 +144,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0005"
+    assert head_revision() == "0006"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():

@@ -158,6 +158,7 @@ def full_dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     dumped = {}
     for table in DERIVED_TABLES:
         references = {fk.parent.name: fk.column.table.name for fk in table.foreign_keys}
+        references.update({column.name: column.info["references"] for column in table.columns if "references" in column.info})
         dumped[table.name] = sorted(
             (
                 tuple(

@@ -71,7 +71,7 @@ def test_two_postgres_writer_processes_build_what_one_builds(postgres_url):
     write_events(reference, events)
     expected = full_dump(reference)
     with reference.engine.begin() as connection:
-        connection.exec_driver_sql("TRUNCATE lineage_events, namespaces, datasets, jobs, runs CASCADE")
+        connection.exec_driver_sql("TRUNCATE lineage_events, namespaces, datasets, jobs, runs, column_lineage CASCADE")
     context = multiprocessing.get_context("spawn")
     start = context.Event()
     # Interleaved halves in opposite orders: the most lock contention between the two.
