@@ -139,6 +139,20 @@ def _stamp(time: datetime) -> str:
     return time.astimezone(timezone.utc).strftime(_STAMP)
 
 
+def _keeps_stored_facets(merged_at: Mapping[str, str] | None, incoming: Iterable[tuple[datetime, Mapping[str, Any]]]) -> bool:
+    """Whether a stored facet survives merging `incoming` (time, facets) into its row: one the
+    batch does not carry (non-null) at the same or a later time (_Merged.add's rule)."""
+    if merged_at is None:  # written before merged_at existed
+        return True
+    newest: dict[str, str] = {}
+    for time, facets in incoming:
+        at = _stamp(time)
+        for key, value in facets.items():
+            if value is not None and at > newest.get(key, ""):
+                newest[key] = at
+    return any(key.startswith("facets.") and newest.get(key[7:], "") < at for key, at in merged_at.items())
+
+
 class _BatchWriter:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -259,6 +273,22 @@ class _BatchWriter:
                     found[key] = dict(row)
         return found
 
+    def _stored_for_merge(
+        self, table: Table, key_columns: list[Any], incoming: Mapping[Any, Iterable[tuple[datetime, Mapping[str, Any]]]]
+    ) -> dict[Any, dict[str, Any]]:
+        """Stored rows by natural key, to merge the batch's `incoming` (time, facets) per key into.
+        A row's facets (large JSON: schemas, column lineage) are read only where one of its stored
+        facets outlives the batch; where the batch carries a newer value of every one, the merge
+        needs none of them."""
+        found = self._existing(table, key_columns, list(incoming), [column for column in table.c if column.name != "facets"])
+        kept = sorted(row["id"] for key, row in found.items() if _keeps_stored_facets(row["merged_at"], incoming[key]))
+        facets: dict[int, Any] = {}
+        for chunk in _chunks(kept):
+            facets.update(self.connection.execute(select(table.c.id, table.c.facets).where(table.c.id.in_(chunk))).all())
+        for row in found.values():
+            row["facets"] = facets.get(row["id"])
+        return found
+
     def _upsert(self, table: Table, key_names: list[str], values: list[dict[str, Any]]) -> dict[Any, int]:
         """Insert or overwrite `values` (already merged with what was stored), in key order; ids by natural key."""
         if not values:
@@ -285,8 +315,10 @@ class _BatchWriter:
             for dataset_key in _edge_datasets(rows):
                 _widen(referenced, dataset_key, rows.event_time)
         wanted = sorted(own.keys() | referenced.keys())
-        existing = self._existing(
-            datasets, [datasets.c.namespace_id, datasets.c.name], [(namespace_ids[ns], n) for ns, n in wanted]
+        existing = self._stored_for_merge(
+            datasets,
+            [datasets.c.namespace_id, datasets.c.name],
+            {(namespace_ids[ns], n): [(time, facets) for time, _, facets in own.get((ns, n), ())] for ns, n in wanted},
         )
         values = []
         for namespace, name in wanted:
@@ -389,7 +421,14 @@ class _BatchWriter:
         if not updates:
             return {}
         wanted = sorted(updates)
-        existing = self._existing(jobs, [jobs.c.namespace_id, jobs.c.name], [(namespace_ids[ns], n) for ns, n in wanted])
+        existing = self._stored_for_merge(
+            jobs,
+            [jobs.c.namespace_id, jobs.c.name],
+            {
+                (namespace_ids[ns], n): [(rows.event_time, rows.job.facets) for rows in updates[(ns, n)] if rows.job]
+                for ns, n in wanted
+            },
+        )
         values = []
         for namespace, name in wanted:
             key = (namespace_ids[namespace], name)
@@ -426,7 +465,14 @@ class _BatchWriter:
                 events_by_run[rows.run.uuid].append(rows)
         if not events_by_run:
             return {}, {}
-        existing = self._existing(runs, [runs.c.uuid], list(events_by_run))
+        existing = self._stored_for_merge(
+            runs,
+            [runs.c.uuid],
+            {
+                uuid: [(rows.event_time, rows.run.facets) for rows in run_events if rows.run]
+                for uuid, run_events in events_by_run.items()
+            },
+        )
         values: list[dict[str, Any]] = []
         for run_uuid in sorted(events_by_run):
             run_events = events_by_run[run_uuid]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from datetime import timedelta
 
@@ -309,6 +310,38 @@ def _statements_writing(store, events: list[dict]) -> list[tuple[str, int]]:
     finally:
         event.remove(store.engine, "before_cursor_execute", note)
     return sent
+
+
+def test_stored_facets_are_read_only_when_one_of_them_outlives_the_batch(store):
+    """A dataset's merged facets (large JSON) are read back only when the batch leaves one of them
+    in place; the merge still keeps it (the property tests check every case)."""
+    source = table("raw", "orders", ["id"], snapshot="s-1")
+    target = table("mart", "orders", ["id"])
+
+    def run(at_minutes: int, source_facets: dict) -> list[dict]:
+        at = BASE_TIME + timedelta(minutes=at_minutes)
+        return batch_write("app.job", [{**source, "facets": source_facets}], target, start=at)
+
+    def reads_facets(events: list[dict]) -> bool:
+        sent: list[str] = []
+
+        def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+            sent.append(statement)
+
+        event.listen(store.engine, "before_cursor_execute", note)
+        try:
+            write_events(store, events)
+        finally:
+            event.remove(store.engine, "before_cursor_execute", note)
+        return any(statement.lstrip().startswith("SELECT") and "datasets.facets" in statement for statement in sent)
+
+    write_events(store, run(0, source["facets"]))
+    assert not reads_facets(run(10, source["facets"]))  # every stored facet comes again, newer
+    without_snapshot = {name: facet for name, facet in source["facets"].items() if name != "snapshot"}
+    assert reads_facets(run(20, without_snapshot))
+    with store.engine.connect() as connection:
+        stored = connection.execute(text("SELECT facets FROM datasets WHERE name LIKE '%raw.db/orders'")).scalar_one()
+    assert set(json.loads(stored) if isinstance(stored, str) else stored) == set(source["facets"])
 
 
 def test_a_batch_costs_the_same_statements_whatever_its_size(store):
