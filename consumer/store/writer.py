@@ -150,7 +150,11 @@ def _keeps_stored_facets(merged_at: Mapping[str, str] | None, incoming: Iterable
         for key, value in facets.items():
             if value is not None and at > newest.get(key, ""):
                 newest[key] = at
-    return any(key.startswith("facets.") and newest.get(key[7:], "") < at for key, at in merged_at.items())
+    return any(
+        newest.get(key.removeprefix("facets."), "") < stored_at
+        for key, stored_at in merged_at.items()
+        if key.startswith("facets.")
+    )
 
 
 class _BatchWriter:
