@@ -14,17 +14,37 @@ most of PostgreSQL's write time.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Connection, Insert, Update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
 
 from consumer.store.schema import UtcDateTime
 
 Processor = Callable[[Any], Any] | None
+
+
+@contextmanager
+def overlapped(connection: Connection) -> Iterator[None]:
+    """PostgreSQL: the statements sent inside the block do not wait for the server (psycopg's
+    pipeline mode), so the server runs each while Python builds the next; the block must not read
+    results. It ends when the server has run them all; an error of any of them is raised there, as
+    the DBAPIError SQLAlchemy would have raised. Elsewhere the block runs as it is."""
+    driver = connection.connection.driver_connection
+    if connection.dialect.name != "postgresql" or driver is None:
+        yield
+        return
+    driver_error = connection.dialect.loaded_dbapi.Error
+    try:
+        with driver.pipeline():
+            yield
+    except driver_error as error:
+        raise DBAPIError.instance(None, None, error, driver_error, dialect=connection.dialect) from error
 
 
 def execute_many(connection: Connection, statement: ClauseElement, rows: Sequence[Mapping[str, Any]]) -> None:

@@ -33,7 +33,7 @@ from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, EventRows
-from consumer.store.bulk import execute_many
+from consumer.store.bulk import execute_many, overlapped
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
@@ -70,9 +70,9 @@ def write_batch(connection: Connection, batch: Sequence[EventRows], *, store_raw
     unique = _unique(batch)
     writer.size_memory()
     writer.lock_keys(unique)
-    fresh = writer.raw_events(unique) if store_raw else unique
+    fresh = writer.not_stored(unique) if store_raw else unique
     if fresh:
-        writer.derived(fresh)
+        writer.derived(fresh, store_raw=store_raw)
     return len(fresh)
 
 
@@ -197,8 +197,8 @@ class _BatchWriter:
             )
 
     # raw events -------------------------------------------------------------------------
-    def raw_events(self, batch: Sequence[EventRows]) -> list[EventRows]:
-        """Insert the events not stored yet; those (the rest are skipped whole)."""
+    def not_stored(self, batch: Sequence[EventRows]) -> list[EventRows]:
+        """The events whose raw event is not stored yet, by hash (the rest are skipped whole)."""
         hashes = sorted(rows.raw.content_hash for rows in batch)
         stored: set[str] = set()
         for chunk in _chunks(hashes):
@@ -207,26 +207,30 @@ class _BatchWriter:
                     select(lineage_events.c.content_hash).where(lineage_events.c.content_hash.in_(chunk))
                 ).scalars()
             )
-        fresh = sorted((rows for rows in batch if rows.raw.content_hash not in stored), key=lambda rows: rows.raw.content_hash)
-        if fresh:
-            self.many(
-                self.insert(lineage_events).on_conflict_do_nothing(index_elements=["content_hash"]),
-                [{**_raw_values(rows), "received_at": self.now} for rows in fresh],
-            )
-        return fresh
+        return sorted((rows for rows in batch if rows.raw.content_hash not in stored), key=lambda rows: rows.raw.content_hash)
+
+    def raw_events(self, fresh: Sequence[EventRows]) -> None:
+        self.many(
+            self.insert(lineage_events).on_conflict_do_nothing(index_elements=["content_hash"]),
+            [{**_raw_values(rows), "received_at": self.now} for rows in fresh],
+        )
 
     # derived stores ---------------------------------------------------------------------
-    def derived(self, batch: Sequence[EventRows]) -> None:
+    def derived(self, batch: Sequence[EventRows], *, store_raw: bool) -> None:
         namespace_ids = self.namespaces(batch)
         dataset_ids = self.datasets(batch, namespace_ids)
         field_ids = self.fields(batch, dataset_ids)
         job_ids = self.jobs(batch, namespace_ids)
         run_ids, run_seqs = self.runs(batch, job_ids)
-        self.run_states(batch, run_ids)
-        self.dataset_versions(batch, dataset_ids, run_ids)
-        self.job_io(batch, job_ids, dataset_ids, run_ids)
-        self.column_lineage(batch, job_ids, dataset_ids, field_ids, run_ids)
-        self.snapshots(batch, job_ids, dataset_ids, run_ids, run_seqs)
+        # Nothing in this block reads back: each statement runs while the next one's rows are built.
+        with overlapped(self.connection):
+            if store_raw:
+                self.raw_events(batch)
+            self.run_states(batch, run_ids)
+            self.dataset_versions(batch, dataset_ids, run_ids)
+            self.job_io(batch, job_ids, dataset_ids, run_ids)
+            self.column_lineage(batch, job_ids, dataset_ids, field_ids, run_ids)
+            self.snapshots(batch, job_ids, dataset_ids, run_ids, run_seqs)
         self.partitions(batch, dataset_ids, run_ids, run_seqs)
         self.latest_runs(set(job_ids.values()))
 

@@ -7,6 +7,7 @@ import json
 import uuid
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import event, text
 
 from tests.consumer.helpers import dump, write_events
@@ -246,13 +247,33 @@ def test_an_event_the_database_rejects_is_isolated_and_the_rest_stored(postgres_
 
     good_a = batch_write("job_a", [table("raw", "a", ["x"])], table("mart", "a", ["x"]))
     too_long = batch_write("j" * 2000, [table("raw", "b", ["x"])], table("mart", "b", ["x"]))[0]
-    items = [(f"a{i}", prepare(event)) for i, event in enumerate(good_a)] + [("bad", prepare(too_long))]
+    # refused by a statement that does not wait for the server: a snapshot id of 300 characters
+    long_snapshot = table("raw", "c", ["x"], snapshot="v1")
+    long_snapshot["facets"]["snapshot"]["snapshotId"] = "s" * 300
+    long_version = batch_write("job_c", [long_snapshot], table("mart", "c", ["x"]))[0]
+    items = [(f"a{i}", prepare(event)) for i, event in enumerate(good_a)]
+    items += [("bad", prepare(too_long)), ("bad version", prepare(long_version))]
 
     stored, failed = write_isolating(postgres_store, items)
 
     assert stored == 2
-    assert [tag for tag, _ in failed] == ["bad"] and "StringDataRightTruncation" in failed[0][1]
+    assert [tag for tag, _ in failed] == ["bad", "bad version"]
+    assert all("StringDataRightTruncation" in reason for _, reason in failed)
     assert _rows(postgres_store, "SELECT name FROM jobs") == [("job_a",)]
+
+
+def test_an_error_of_a_statement_that_did_not_wait_is_raised_as_sqlalchemy_raises_it(postgres_store):
+    from sqlalchemy.exc import IntegrityError
+
+    from consumer.store.bulk import overlapped
+
+    with pytest.raises(IntegrityError, match="uq_namespaces|namespaces_name_key"):
+        with postgres_store.engine.begin() as connection:
+            insert = "INSERT INTO namespaces (name, created_at, updated_at) VALUES ('twice', now(), now())"
+            with overlapped(connection):
+                connection.exec_driver_sql(insert)
+                connection.exec_driver_sql(insert)
+    assert _rows(postgres_store, "SELECT name FROM namespaces WHERE name = 'twice'") == []
 
 
 def test_a_late_earlier_event_of_the_latest_run_renumbers_it_behind_a_new_run(store):
