@@ -93,6 +93,10 @@ def _lock_id(kind: str, key: Any) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
+# A facet's key in `merged_at` (values' keys are their column names).
+_FACET = "facets."
+
+
 class _Merged:
     """Values merged key by key, each key holding the newest event's non-null value; `times`
     (ISO strings, the `merged_at` column) record which event time each key came from."""
@@ -112,7 +116,7 @@ class _Merged:
         if times is None:  # written before merged_at existed: everything as of its last update
             at = _stamp(row["updated_at"])
             times = {key: at for key, value in values.items() if value is not None}
-            times.update({f"facets.{key}": at for key in facets})
+            times.update({f"{_FACET}{key}": at for key in facets})
         return cls(values, facets, times)
 
     def add(self, time: datetime, values: Mapping[str, Any], facets: Mapping[str, Any]) -> None:
@@ -121,8 +125,8 @@ class _Merged:
             if value is not None and at >= self.times.get(key, ""):
                 self.values[key], self.times[key] = value, at
         for key, value in facets.items():
-            if value is not None and at >= self.times.get(f"facets.{key}", ""):
-                self.facets[key], self.times[f"facets.{key}"] = value, at
+            if value is not None and at >= self.times.get(f"{_FACET}{key}", ""):
+                self.facets[key], self.times[f"{_FACET}{key}"] = value, at
 
     def newest(self) -> datetime | None:
         newest = max(self.times.values(), default=None)
@@ -151,9 +155,7 @@ def _keeps_stored_facets(merged_at: Mapping[str, str] | None, incoming: Iterable
             if value is not None and at > newest.get(key, ""):
                 newest[key] = at
     return any(
-        newest.get(key.removeprefix("facets."), "") < stored_at
-        for key, stored_at in merged_at.items()
-        if key.startswith("facets.")
+        newest.get(key.removeprefix(_FACET), "") < stored_at for key, stored_at in merged_at.items() if key.startswith(_FACET)
     )
 
 

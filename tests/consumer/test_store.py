@@ -250,14 +250,14 @@ def test_an_event_the_database_rejects_is_isolated_and_the_rest_stored(postgres_
     # refused by a statement that does not wait for the server: a snapshot id of 300 characters
     long_snapshot = table("raw", "c", ["x"], snapshot="v1")
     long_snapshot["facets"]["snapshot"]["snapshotId"] = "s" * 300
-    long_version = batch_write("job_c", [long_snapshot], table("mart", "c", ["x"]))[0]
+    long_snapshot_id = batch_write("job_c", [long_snapshot], table("mart", "c", ["x"]))[0]
     items = [(f"a{i}", prepare(event)) for i, event in enumerate(good_a)]
-    items += [("bad", prepare(too_long)), ("bad version", prepare(long_version))]
+    items += [("bad", prepare(too_long)), ("bad snapshot", prepare(long_snapshot_id))]
 
     stored, failed = write_isolating(postgres_store, items)
 
     assert stored == 2
-    assert [tag for tag, _ in failed] == ["bad", "bad version"]
+    assert [tag for tag, _ in failed] == ["bad", "bad snapshot"]
     assert all("StringDataRightTruncation" in reason for _, reason in failed)
     assert _rows(postgres_store, "SELECT name FROM jobs") == [("job_a",)]
 
@@ -318,12 +318,12 @@ def test_a_stored_run_overtaken_by_a_new_earlier_run_takes_its_snapshots_along(s
     ]
 
 
-def _statements_writing(store, events: list[dict]) -> list[tuple[str, int]]:
-    """(statement's first words, parameter sets) of every statement one batch write sends."""
+def _statements_sent(store, events: list[dict]) -> list[tuple[str, int]]:
+    """(statement, parameter sets) of every statement one batch write sends."""
     sent: list[tuple[str, int]] = []
 
     def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
-        sent.append((" ".join(statement.split()[:3]), len(parameters) if executemany else 1))
+        sent.append((statement, len(parameters) if executemany else 1))
 
     event.listen(store.engine, "before_cursor_execute", note)
     try:
@@ -331,6 +331,11 @@ def _statements_writing(store, events: list[dict]) -> list[tuple[str, int]]:
     finally:
         event.remove(store.engine, "before_cursor_execute", note)
     return sent
+
+
+def _statements_writing(store, events: list[dict]) -> list[tuple[str, int]]:
+    """(statement's first words, parameter sets) of every statement one batch write sends."""
+    return [(" ".join(statement.split()[:3]), sets) for statement, sets in _statements_sent(store, events)]
 
 
 def test_stored_facets_are_read_only_when_one_of_them_outlives_the_batch(store):
@@ -344,17 +349,10 @@ def test_stored_facets_are_read_only_when_one_of_them_outlives_the_batch(store):
         return batch_write("app.job", [{**source, "facets": source_facets}], target, start=at)
 
     def reads_facets(events: list[dict]) -> bool:
-        sent: list[str] = []
-
-        def note(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
-            sent.append(statement)
-
-        event.listen(store.engine, "before_cursor_execute", note)
-        try:
-            write_events(store, events)
-        finally:
-            event.remove(store.engine, "before_cursor_execute", note)
-        return any(statement.lstrip().startswith("SELECT") and "datasets.facets" in statement for statement in sent)
+        return any(
+            statement.lstrip().startswith("SELECT") and "datasets.facets" in statement
+            for statement, _ in _statements_sent(store, events)
+        )
 
     write_events(store, run(0, source["facets"]))
     assert not reads_facets(run(10, source["facets"]))  # every stored facet comes again, newer
