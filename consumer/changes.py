@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
 from sqlalchemy import Engine
 
+from consumer.fold import Folded
 from consumer.kafka_io import BrokerUnavailable
 from consumer.materialize import EventRows
 from consumer.store import Store
@@ -47,21 +48,13 @@ class ChangeSink(Protocol):
     def close(self) -> None: ...
 
 
-def change_scope(batch: Sequence[EventRows]) -> ChangeScope:
+def change_scope(batch: Folded) -> ChangeScope:
     """The edges, column-lineage outputs and runs the batch's events may have changed."""
-    table_edges: set[tuple[str, str, str, str, str]] = set()
-    column_outputs: set[tuple[str, str]] = set()
-    run_uuids: set[str] = set()
-    for rows in batch:
-        if rows.job is None:
-            continue
-        for dataset in rows.datasets:
-            direction = dataset.direction or "input"
-            table_edges.add((rows.job.namespace, rows.job.name, direction, dataset.namespace, dataset.name))
-        column_outputs.update(edge.output for edge in rows.column_edges)
-        if rows.run is not None:
-            run_uuids.add(rows.run.uuid)
-    return ChangeScope(frozenset(table_edges), frozenset(column_outputs), frozenset(run_uuids))
+    return ChangeScope(
+        frozenset((*job, direction, *dataset) for job, dataset, direction, *_ in batch.job_io),
+        frozenset(edge[0] for edge in batch.edges),
+        frozenset(batch.runs),
+    )
 
 
 def changed_messages(
@@ -90,10 +83,10 @@ class PublishingStore(Store):
         self.sink = sink
         self._pending: list[tuple[bytes, bytes]] = []
 
-    def write(self, batch: Sequence[EventRows]) -> int:
-        scope = change_scope(batch)
+    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
+        scope = change_scope(folded)
         before = lineage_state(self.engine, scope)
-        stored = super().write(batch)
+        stored = super().write_folded(folded, events)
         self._publish(before, lineage_state(self.engine, scope))
         return stored
 

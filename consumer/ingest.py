@@ -1,9 +1,10 @@
-"""Ingestion: records -> validated, materialized events -> one store transaction per batch ->
-offsets committed. At-least-once delivery made exactly-once in effect by idempotent writes.
+"""Ingestion: records -> validated, materialized, folded events -> one store transaction per
+batch -> offsets committed. At-least-once delivery made exactly-once in effect by idempotent writes.
 
 Batches are pipelined: while batch k is in its store transaction (on the store thread), batch
-k+1 is polled, decoded, validated and materialized; never more than one batch ahead. Offsets
-are committed in poll order, each only after the transaction holding its records committed.
+k+1 is polled and prepared (decoded, validated, materialized and folded: consumer.prepare, in a
+worker process unless told otherwise); never more than one batch ahead. Offsets are committed in
+poll order, each only after the transaction holding its records committed.
 
 A bad record (too large, not JSON, invalid, or failing to store) never stops the loop: it goes
 to the dead-letter topic with the reason and its source topic/partition/offset in headers (its
@@ -22,8 +23,9 @@ from typing import Any, Protocol
 import attrs
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
 
-from consumer.events import InvalidEvent, decode, validate
-from consumer.materialize import EventRows, materialize
+from consumer.fold import Folded
+from consumer.materialize import EventRows
+from consumer.prepare import STORE_REJECTED, Prepared, Preparer, good_events
 from consumer.store import Store
 
 log = logging.getLogger(__name__)
@@ -38,12 +40,6 @@ TRUNCATED_HEADER = "lineage.error.truncated"
 
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 IN_FLIGHT_POLL_MS = 50
-
-# Reason classes: the `reason` label of the dead-letter metric and the class header.
-TOO_LARGE = "too_large"
-INVALID = "invalid"
-NOT_MATERIALIZABLE = "not_materializable"
-STORE_REJECTED = "store_rejected"
 
 
 class RecordLike(Protocol):
@@ -86,9 +82,10 @@ class DeadLetterSink(Protocol):
 
 @attrs.frozen
 class StoredBatch:
-    """One committed store transaction: what it held and how long it took."""
+    """One committed store transaction: how many events it held (re-read duplicates included), how
+    many were new, and how long it took."""
 
-    rows: Sequence[EventRows]
+    events: int
     new_events: int
     seconds: float
 
@@ -127,80 +124,78 @@ class Rejected:
 
 
 @attrs.frozen
-class PreparedBatch:
-    """A polled batch, decoded, validated and materialized: ready for its store transaction."""
+class PolledBatch:
+    """A polled batch, prepared: ready for its store transaction."""
 
     records: Sequence[RecordLike]
-    good: list[tuple[RecordLike, EventRows]]
-    rejected: list[Rejected]
+    prepared: Prepared
 
+    def rejected(self) -> list[Rejected]:
+        return [
+            Rejected(self.records[position], refused.reason_class, refused.reason)
+            for position, refused in self.prepared.refused.items()
+        ]
 
-@attrs.frozen
-class WriteOutcome:
-    stored: int
-    failed: list[Rejected]
+    def events(self) -> list[EventRows]:
+        return good_events([record.value for record in self.records], self.prepared)
 
-
-def prepare(value: Any) -> EventRows:
-    """Raw bytes/str or an already decoded event -> rows; raises InvalidEvent."""
-    if isinstance(value, bytes):
-        try:
-            text = value.decode()
-        except UnicodeDecodeError as error:
-            raise InvalidEvent("", f"not JSON: not UTF-8 ({error})") from None
-    elif isinstance(value, str):
-        text = value
-    else:
-        return materialize(validate(value))
-    return materialize(validate(decode(value)), raw_text=text)  # bytes are decoded as they are: no copy
-
-
-def prepare_batch(records: Sequence[RecordLike], max_event_bytes: int) -> PreparedBatch:
-    good: list[tuple[RecordLike, EventRows]] = []
-    rejected: list[Rejected] = []
-    for record in records:
-        value = record.value if record.value is not None else b""
-        if len(value) > max_event_bytes:
-            rejected.append(Rejected(record, TOO_LARGE, f"too large: {len(value)} bytes, limit {max_event_bytes}"))
-            continue
-        try:
-            good.append((record, prepare(value)))
-        except InvalidEvent as error:
-            rejected.append(Rejected(record, INVALID, f"invalid event: {error}"))
-        except Exception as error:  # materialization bug: keep the event, keep going
-            rejected.append(Rejected(record, NOT_MATERIALIZABLE, f"cannot materialize: {type(error).__name__}: {error}"))
-    return PreparedBatch(records, good, rejected)
+    def items(self) -> list[tuple[RecordLike, EventRows]]:
+        good = [record for position, record in enumerate(self.records) if position not in self.prepared.refused]
+        return list(zip(good, self.events(), strict=True))
 
 
 class Writer(Protocol):
     def write(self, batch: Sequence[EventRows]) -> int: ...
+    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int: ...
 
 
 def _is_transient(error: DBAPIError) -> bool:
     return isinstance(error, (OperationalError, InterfaceError, DisconnectionError)) or bool(error.connection_invalidated)
 
 
-def write_isolating(store: Writer, items: Sequence[tuple[Any, EventRows]]) -> tuple[int, list[tuple[Any, str]]]:
-    """Store `items` ((tag, rows) pairs) in as few transactions as possible; a batch that fails
-    is split in halves until each failing event is alone. (stored count, [(tag, reason)] failed).
-    Database outages are re-raised: nothing is dead-lettered for them."""
-    if not items:
-        return 0, []
-    failure: Exception | None = None
+def _attempt(write: Callable[[], int]) -> int | Exception:
+    """The events stored by `write`, or why the database (or the writer) refused them. Database
+    outages are re-raised: nothing is dead-lettered for them."""
     for attempt in range(2):
         try:
-            return store.write([rows for _, rows in items]), []
+            return write()
         except DBAPIError as error:
             if _is_transient(error):
                 raise
             # An IntegrityError is usually a concurrent consumer inserting the same key: retry once.
             if isinstance(error, IntegrityError) and attempt == 0:
                 continue
-            failure = error
-            break
+            return error
         except Exception as error:  # a materialization bug must not stop the consumer either
-            failure = error
-            break
+            return error
+    raise AssertionError("unreachable")
+
+
+def store_polled(store: Writer, batch: PolledBatch) -> tuple[int, list[tuple[RecordLike, str]]]:
+    """Store a prepared batch in one transaction; if that fails, find the events that fail."""
+    folded = batch.prepared.folded
+    if folded is None:
+        return write_isolating(store, batch.items())
+    outcome = _attempt(lambda: store.write_folded(folded, batch.events))
+    if isinstance(outcome, int):
+        return outcome, []
+    return write_isolating(store, batch.items(), whole_failed=outcome)
+
+
+def write_isolating(
+    store: Writer, items: Sequence[tuple[Any, EventRows]], whole_failed: Exception | None = None
+) -> tuple[int, list[tuple[Any, str]]]:
+    """Store `items` ((tag, rows) pairs) in as few transactions as possible; a batch that fails
+    (or `whole_failed` already did) is split in halves until each failing event is alone.
+    (stored count, [(tag, reason)] failed). Database outages are re-raised."""
+    if not items:
+        return 0, []
+    failure = whole_failed
+    if failure is None:
+        outcome = _attempt(lambda: store.write([rows for _, rows in items]))
+        if isinstance(outcome, int):
+            return outcome, []
+        failure = outcome
     if len(items) == 1:
         cause = getattr(failure, "orig", None) or failure
         return 0, [
@@ -222,9 +217,15 @@ class ObservedStore:
         self.after_store = tuple(after_store)
 
     def write(self, batch: Sequence[EventRows]) -> int:
+        return self._observed(len(batch), lambda: self.store.write(batch))
+
+    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
+        return self._observed(folded.events, lambda: self.store.write_folded(folded, events))
+
+    def _observed(self, events: int, write: Callable[[], int]) -> int:
         started = time.perf_counter()
-        new_events = self.store.write(batch)
-        stored = StoredBatch(batch, new_events, time.perf_counter() - started)
+        new_events = write()
+        stored = StoredBatch(events, new_events, time.perf_counter() - started)
         self.metrics.batch_stored(stored)
         for callback in self.after_store:
             callback(stored)
@@ -248,6 +249,7 @@ class Ingestor:
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         metrics: IngestMetrics | None = None,
         after_store: Sequence[Callable[[StoredBatch], None]] = (),
+        preparer: Preparer | None = None,
     ) -> None:
         self.store = store
         self.source = source
@@ -258,11 +260,12 @@ class Ingestor:
         self.retry_backoff_seconds = retry_backoff_seconds
         self.max_event_bytes = max_event_bytes
         self.metrics = metrics or NoMetrics()
+        self.preparer = preparer or Preparer(max_event_bytes)
         self.writer = ObservedStore(store, self.metrics, after_store)
         self.stats = IngestStats()
         self._last_sweep = 0.0
         self._store_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
-        self._in_flight: tuple[PreparedBatch, Future[tuple[int, list[tuple[Any, str]]]]] | None = None
+        self._in_flight: tuple[PolledBatch, Future[tuple[int, list[tuple[RecordLike, str]]]]] | None = None
         self._to_reread: list[RecordLike] = []
         source.on_revoke(self.finish_in_flight)
 
@@ -279,12 +282,13 @@ class Ingestor:
         previous one and hand this one to the store thread. The number of records polled."""
         # With a batch in flight, wait little for the next one: an idle topic must not delay its commit.
         records = self.source.poll(self.poll_timeout_ms if self._in_flight is None else IN_FLIGHT_POLL_MS)
-        batch = prepare_batch(records, self.max_event_bytes) if records else None
+        preparing = self.preparer.submit([record.value for record in records]) if records else None
         self.finish_in_flight()
+        batch = PolledBatch(records, preparing()) if preparing else None
         if self._to_reread:
             self._reread(list(batch.records) if batch else [])
         elif batch is not None:
-            self._in_flight = (batch, self._store_thread.submit(write_isolating, self.writer, batch.good))
+            self._in_flight = (batch, self._store_thread.submit(store_polled, self.writer, batch))
         self.metrics.source_state(self.source.state())
         self._maybe_sweep()
         return len(records)
@@ -302,7 +306,7 @@ class Ingestor:
             stored, failed = future.result()
         except DBAPIError as error:  # write_isolating re-raises outages only
             return self._unavailable(batch, "store", str(error.orig or error))
-        rejected = batch.rejected + [Rejected(record, STORE_REJECTED, reason) for record, reason in failed]
+        rejected = batch.rejected() + [Rejected(record, STORE_REJECTED, reason) for record, reason in failed]
         try:
             for item in sorted(rejected, key=lambda item: (item.record.partition, item.record.offset)):
                 self._dead_letter(item)
@@ -312,7 +316,7 @@ class Ingestor:
         self.source.commit(_next_offsets(batch.records))
         self.stats.records += len(batch.records)
         self.stats.stored += stored
-        self.stats.duplicates += len(batch.good) - len(failed) - stored
+        self.stats.duplicates += len(batch.records) - len(batch.prepared.refused) - len(failed) - stored
         self.stats.dead_lettered += len(rejected)
         self.stats.batches += 1
         return True
@@ -324,8 +328,9 @@ class Ingestor:
             self.finish_in_flight()
         finally:
             self._store_thread.shutdown(wait=True)
+            self.preparer.close()
 
-    def _unavailable(self, batch: PreparedBatch, what: str, cause: str) -> bool:
+    def _unavailable(self, batch: PolledBatch, what: str, cause: str) -> bool:
         log.error("%s unavailable, will read the batch again: %s", what, cause.splitlines()[0] if cause else "")
         self._to_reread = list(batch.records)
         return False

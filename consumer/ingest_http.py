@@ -12,7 +12,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.concurrency import run_in_threadpool
 
 from consumer.events import InvalidEvent, decode
-from consumer.ingest import prepare
+from consumer.prepare import prepare
 
 router = APIRouter(prefix="/api/v1")
 

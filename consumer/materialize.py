@@ -1,5 +1,10 @@
 """Pure translation of a validated OpenLineage event into the rows the store upserts.
-Nothing here touches a database: the store resolves natural keys to ids."""
+Nothing here touches a database: the store resolves natural keys to ids.
+
+Facets are kept as encoded members (facet name -> that facet's JSON, `json_codec.encode_members`):
+the store only merges them key by key and writes them out, and rows of this shape cross a
+process boundary cheaply (consumer.prepare). The rows are NamedTuples for the same reason, and
+because a batch builds thousands of them."""
 
 from __future__ import annotations
 
@@ -9,8 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
-import attrs
-
+from consumer import json_codec
 from consumer.events import DATASET_EVENT, JOB_EVENT, ValidEvent, parse_time
 from consumer.partitions import partition_names
 
@@ -26,10 +30,11 @@ _STATE_BY_EVENT_TYPE = {
 STATE_RANK = {"NEW": 0, "RUNNING": 1, "COMPLETED": 2, "FAILED": 2, "ABORTED": 2}
 
 DatasetKey = tuple[str, str]  # (namespace, name)
+# Facet name -> the facet's JSON (json_codec.NULL for a null facet).
+Facets = Mapping[str, bytes]
 
 
-@attrs.frozen
-class RawEvent:
+class RawEvent(NamedTuple):
     content_hash: str
     kind: str
     event_type: str | None
@@ -40,15 +45,14 @@ class RawEvent:
     payload: str
 
 
-class FieldRow(NamedTuple):  # NamedTuple: thousands per batch, cheaper to build than attrs
+class FieldRow(NamedTuple):
     name: str
     type: str | None
     description: str | None
     tags: Any
 
 
-@attrs.frozen
-class DatasetRow:
+class DatasetRow(NamedTuple):
     namespace: str
     name: str
     # 'input' / 'output', or None for a DatasetEvent's dataset.
@@ -59,13 +63,12 @@ class DatasetRow:
     description: str | None
     database_name: str
     table_name: str
-    facets: Mapping[str, Any]
+    facets: Facets
     fields: tuple[FieldRow, ...] | None
     version: str | None
 
 
-@attrs.frozen
-class JobRow:
+class JobRow(NamedTuple):
     namespace: str
     name: str
     type: str
@@ -73,16 +76,15 @@ class JobRow:
     job_type: str | None
     description: str | None
     location: str | None
-    facets: Mapping[str, Any]
+    facets: Facets
     version: str
 
 
-@attrs.frozen
-class RunRow:
+class RunRow(NamedTuple):
     uuid: str
     event_type: str
     state: str
-    facets: Mapping[str, Any]
+    facets: Facets
     nominal_start_time: datetime | None
     nominal_end_time: datetime | None
     parent_run_uuid: str | None
@@ -91,7 +93,7 @@ class RunRow:
     batch_id: int | None
 
 
-class ColumnEdge(NamedTuple):  # NamedTuple: thousands per batch, cheaper to build than attrs
+class ColumnEdge(NamedTuple):
     output: DatasetKey
     # None for a dataset-level (indirect) input.
     output_field: str | None
@@ -103,8 +105,7 @@ class ColumnEdge(NamedTuple):  # NamedTuple: thousands per batch, cheaper to bui
     masking: bool
 
 
-@attrs.frozen
-class SnapshotRow:
+class SnapshotRow(NamedTuple):
     dataset: DatasetKey
     direction: str
     snapshot_id: str
@@ -117,8 +118,7 @@ class SnapshotRow:
     partition_names: tuple[str, ...] = ()
 
 
-@attrs.frozen
-class EventRows:
+class EventRows(NamedTuple):
     raw: RawEvent
     event_time: datetime
     job: JobRow | None
@@ -182,7 +182,7 @@ def _job_row(job: Mapping[str, Any], inputs: tuple[DatasetRow, ...], outputs: tu
         job_type=job_type.get("jobType"),
         description=(facets.get("documentation") or {}).get("description"),
         location=source_code.get("url"),
-        facets=facets,
+        facets=json_codec.encode_members(facets),
         version=hashlib.sha256(signature.encode()).hexdigest()[:32],
     )
 
@@ -198,7 +198,7 @@ def _run_row(event: Mapping[str, Any]) -> RunRow:
         uuid=event["run"]["runId"].lower(),
         event_type=event_type,
         state=_STATE_BY_EVENT_TYPE[event_type],
-        facets=facets,
+        facets=json_codec.encode_members(facets),
         nominal_start_time=_optional_time(nominal.get("nominalStartTime")),
         nominal_end_time=_optional_time(nominal.get("nominalEndTime")),
         parent_run_uuid=((parent.get("run") or {}).get("runId") or None),
@@ -230,7 +230,7 @@ def _dataset_row(dataset: Mapping[str, Any], direction: str | None) -> DatasetRo
         description=(facets.get("documentation") or {}).get("description"),
         database_name=database,
         table_name=table,
-        facets=facets,
+        facets=json_codec.encode_members(facets),
         fields=fields,
         version=_dataset_version(dataset, facets, fields),
     )

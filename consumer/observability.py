@@ -70,7 +70,7 @@ class Observability:
     # --- the ingest loop (consumer.ingest.IngestMetrics) ---
     def batch_stored(self, batch: StoredBatch) -> None:
         self.events_stored.inc(batch.new_events)
-        self.batch_size.observe(len(batch.rows))
+        self.batch_size.observe(batch.events)
         self.store_seconds.observe(batch.seconds)
 
     def dead_lettered(self, reason_class: str) -> None:

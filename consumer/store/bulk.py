@@ -3,9 +3,10 @@
 SQLAlchemy's executemany prepares every row through its generic machinery (parameter
 construction, one type processor call per value); for the store's batches of tens of thousands
 of rows that was most of the write time. Here a statement is compiled once per call for the
-columns the rows carry, each column gets its dialect's bind processor once and repeated times are
-converted once. SQLite: the driver's own `executemany` gets plain tuples (a C loop over one
-prepared statement). PostgreSQL: an INSERT becomes ONE statement for all its rows, each column
+columns the rows carry, and the values are handled a column at a time: each column gets its
+dialect's bind processor once, and a column of times or flags (few distinct values, many rows)
+converts each distinct value once. SQLite: the driver's own `executemany` gets plain tuples (a C
+loop over one prepared statement). PostgreSQL: an INSERT becomes ONE statement for all its rows, each column
 sent as one array and the rows read back with `unnest` (`INSERT ... SELECT * FROM unnest(...)
 ON CONFLICT ...`): per-row statements cost the server a bind and an execution each, which was
 most of PostgreSQL's write time.
@@ -16,10 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import cache, lru_cache
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Connection, Insert, Update
+from sqlalchemy import Boolean, Connection, Insert, Update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -66,29 +68,26 @@ def execute_many(connection: Connection, statement: ClauseElement, rows: Sequenc
         for name in names
         if name not in rows[0]
     }
-    values = [list(_values_of(row, from_rows)) for row in rows]
-    for index, name in enumerate(from_rows):
-        processor = _processor(compiled.binds[name].type, dialect)
-        if processor is not None:
-            for row_values in values:
-                value = row_values[index]
-                if value is not None:
-                    row_values[index] = processor(value)
+    columns = [
+        _converted(_processor(compiled.binds[name].type, dialect), compiled.binds[name].type, column)
+        for name, column in zip(from_rows, _columns(rows, from_rows), strict=True)
+    ]
     parameters: list[Any]
     if dialect.name == "postgresql" and isinstance(statement, Insert | Update) and not constants:
         types = {name: _LENGTH.sub("", compiled.binds[name].type.compile(dialect)) for name in from_rows}
         set_based = _from_arrays(str(compiled), types)
-        columns = [list(column) for column in zip(*values, strict=True)]
         connection.exec_driver_sql(set_based, dict(zip(from_rows, columns, strict=True)))
         return
     if compiled.positional:
-        position = {name: index for index, name in enumerate(from_rows)}
         if not constants and from_rows == names:
-            parameters = [tuple(row) for row in values]
+            parameters = list(zip(*columns, strict=True))
         else:
-            parameters = [tuple(row[position[name]] if name in position else constants[name] for name in names) for row in values]
+            by_name = dict(zip(from_rows, columns, strict=True))
+            parameters = list(
+                zip(*(by_name[name] if name in by_name else [constants[name]] * len(rows) for name in names), strict=True)
+            )
     else:
-        parameters = [{**constants, **dict(zip(from_rows, row, strict=True))} for row in values]
+        parameters = [{**constants, **dict(zip(from_rows, row, strict=True))} for row in zip(*columns, strict=True)]
     connection.exec_driver_sql(str(compiled), parameters)
 
 
@@ -134,10 +133,33 @@ def _unnest(placeholders: Mapping[str, str]) -> str:
     return f"unnest({', '.join(f'%({name})b::{type_}[]' for name, type_ in placeholders.items())})"
 
 
-def _values_of(row: Mapping[str, Any], names: list[str]) -> tuple[Any, ...]:
+def _columns(rows: Sequence[Mapping[str, Any]], names: list[str]) -> list[list[Any]]:
+    """The rows' values, a list per name."""
     if len(names) == 1:
-        return (row[names[0]],)
-    return tuple(itemgetter(*names)(row))
+        return [[row[names[0]] for row in rows]]
+    return [list(column) for column in zip(*map(itemgetter(*names), rows), strict=True)]
+
+
+def _converted(processor: Processor, type_: Any, column: list[Any]) -> list[Any]:
+    """`column`'s values as the driver takes them (NULL stays NULL)."""
+    if processor is None:
+        return column
+    if isinstance(type_, UtcDateTime | Boolean):
+        # A batch repeats each event's time (and each flag) in many rows: each distinct value once.
+        return list(map(_Conversions(processor).__getitem__, column))
+    return [None if value is None else processor(value) for value in column]
+
+
+class _Conversions(dict[Any, Any]):
+    """Converted values by value, each converted once, when first asked for."""
+
+    def __init__(self, processor: Callable[[Any], Any]) -> None:
+        super().__init__({None: None})
+        self.processor = processor
+
+    def __missing__(self, value: Any) -> Any:
+        converted = self[value] = self.processor(value)
+        return converted
 
 
 def _process(processor: Processor, value: Any) -> Any:
@@ -145,20 +167,13 @@ def _process(processor: Processor, value: Any) -> Any:
 
 
 def _processor(type_: Any, dialect: Any) -> Processor:
+    if isinstance(type_, UtcDateTime):
+        return _time_processor(type_, dialect)
     processor: Processor = type_.dialect_impl(dialect).bind_processor(dialect)
-    if processor is None or not isinstance(type_, UtcDateTime):
-        return processor
-    return _memoized(processor)
+    return processor
 
 
-def _memoized(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """A batch repeats each event's time in many rows: convert each distinct time once."""
-    seen: dict[Any, Any] = {}
-
-    def convert(value: Any) -> Any:
-        found = seen.get(value)
-        if found is None:
-            found = seen[value] = processor(value)
-        return found
-
-    return convert
+@cache  # one per dialect: the same times recur in every table of a batch
+def _time_processor(type_: UtcDateTime, dialect: Any) -> Processor:
+    processor: Processor = type_.dialect_impl(dialect).bind_processor(dialect)
+    return None if processor is None else lru_cache(maxsize=1 << 16)(processor)

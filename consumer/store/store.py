@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence, Set
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -13,6 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
+from consumer.fold import Folded, fold
 from consumer.materialize import TERMINAL_STATES, EventRows
 from consumer.store import migrations, tags
 from consumer.store.schema import (
@@ -129,8 +130,17 @@ class Store:
     def write(self, batch: Sequence[EventRows]) -> int:
         """Store a batch of events and everything derived from them in one transaction; the
         number of events not seen before."""
+        return self.write_folded(fold(batch), lambda: batch)
+
+    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
+        """`write` of a batch already folded; `events()` gives its events' rows, which are needed
+        only when some of them are stored already."""
+
+        def without_stored(fresh: Set[str]) -> Folded:
+            return fold([rows for rows in events() if rows.raw.content_hash in fresh])
+
         with self.writing() as connection:
-            return write_batch(connection, batch)
+            return write_batch(connection, folded, without_stored)
 
     def raw_event_count(self) -> int:
         with self.engine.connect() as connection:
@@ -169,9 +179,11 @@ class Store:
         with self.writing() as connection:
             tags.restore_assignments(connection, saved)
 
-    def rebuild(self, batch: Sequence[EventRows]) -> None:
+    def rebuild(self, batch: Sequence[EventRows] | Folded) -> None:
+        """Derive the rows of stored raw events again (replay): `batch` in event-time order."""
+        folded = batch if isinstance(batch, Folded) else fold(batch, by_hash=False)
         with self.writing() as connection:
-            write_batch(connection, batch, store_raw=False)
+            write_batch(connection, folded, store_raw=False)
 
     def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
         """Forget which datasets the job read and wrote (and its column lineage); rows removed."""

@@ -1,20 +1,15 @@
-"""The write side of the store: one batch of materialized events -> a fixed, small number of
-set-based statements per table (one upsert for all its rows, see store/bulk.py, and one keyed
-select for the row ids), all in the caller's transaction.
+"""The write side of the store: one folded batch (consumer.fold: its rows by natural key) ->
+a fixed, small number of set-based statements per table (one upsert for all its rows, see
+store/bulk.py, and one keyed select for the row ids), all in the caller's transaction.
 
-Every derived row is a function of the SET of events stored, never of their order, batching or
-arrival time, so any permutation of the same events, split into any batches by any number of
-writers, builds the same store:
-- times: `created_at`/`first_seen` are the earliest event time, `updated_at`/`last_seen` the
-  latest (a dataset's `updated_at`: its latest own event; only a dataset known from column-lineage
-  edges alone takes the edges' times);
-- values and facets of jobs, datasets and runs merge key by key, each key holding the value of the
-  newest event that carried it (a non-null value); `merged_at` keeps each key's event time;
-- run state: the latest terminal event's state, else the highest of NEW < RUNNING;
+What the fold computed from the batch alone is merged here with what the store holds, under the
+same rules (consumer.fold), so every derived row is a function of the SET of events stored,
+never of their order, batching or arrival time: any permutation of the same events, split into
+any batches by any number of writers, builds the same store. Besides those rules:
+- a dataset's `updated_at` is its latest own event; only a dataset known from column-lineage
+  edges alone takes the edges' times;
 - a job's runs are numbered 1, 2, ... (`run_seq`) in the order of their first event time (ties by
-  run id), renumbered when an earlier run arrives late; `latest_run_id` is the run started last;
-- a dataset version keeps what its earliest event said.
-Events of one entity with the same event time are the one limit: the one written last wins.
+  run id), renumbered when an earlier run arrives late; `latest_run_id` is the run started last.
 
 On PostgreSQL several writers may write at once: each transaction first takes advisory locks on
 the jobs, datasets and runs of its batch in one global (sorted) order, and every upsert sends its
@@ -22,17 +17,28 @@ rows sorted by key, so row locks are taken in one order too: no deadlocks, no lo
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from datetime import datetime, timezone
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, EventRows
+from consumer import json_codec
+from consumer.fold import (
+    DATASET_VALUES,
+    FACET,
+    JOB_VALUES,
+    RUN_VALUES,
+    Folded,
+    Merged,
+    RunFold,
+    keeps_stored_facets,
+    next_state,
+    stamp,
+)
+from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey
 from consumer.store.bulk import execute_many, overlapped
 from consumer.store.schema import (
     column_lineage,
@@ -50,37 +56,31 @@ from consumer.store.schema import (
 )
 
 CHUNK = 500
+_RAW_COLUMNS = ("content_hash", "kind", "event_type", "event_time", "run_uuid", "job_namespace", "job_name", "payload")
 BATCH_WORK_MEM = "64MB"
-_DATASET_VALUES = ("type", "source_name", "source_uri", "description", "database_name", "table_name", "current_version")
-_JOB_VALUES = ("type", "integration", "job_type", "description", "location", "current_version")
-_RUN_VALUES = (
-    "nominal_start_time",
-    "nominal_end_time",
-    "parent_run_uuid",
-    "parent_job_namespace",
-    "parent_job_name",
-    "job_version",
-)
+# Below any number _number_runs uses while it renumbers (it passes through -1, -2, ...).
+_PROVISIONAL_SEQ = -1_000_000_000
 
 
-def write_batch(connection: Connection, batch: Sequence[EventRows], *, store_raw: bool = True) -> int:
-    """Upsert `batch` (raw events too unless `store_raw` is False, as in replay); the number of
-    events that were new. Events already stored are skipped whole."""
+def write_batch(
+    connection: Connection, folded: Folded, refold: Callable[[Set[str]], Folded] | None = None, *, store_raw: bool = True
+) -> int:
+    """Upsert `folded` (raw events too unless `store_raw` is False, as in replay); the number of
+    events that were new. Events already stored are skipped whole: when some of the batch's are,
+    `refold(hashes of the others)` gives the batch without them."""
     writer = _BatchWriter(connection)
-    unique = _unique(batch)
     writer.size_memory()
-    writer.lock_keys(unique)
-    fresh = writer.not_stored(unique) if store_raw else unique
-    if fresh:
-        writer.derived(fresh, store_raw=store_raw)
-    return len(fresh)
-
-
-def _unique(batch: Sequence[EventRows]) -> list[EventRows]:
-    seen: dict[str, EventRows] = {}
-    for rows in batch:
-        seen.setdefault(rows.raw.content_hash, rows)
-    return list(seen.values())
+    writer.lock_keys(folded.lock_ids)
+    if store_raw:
+        fresh = writer.not_stored(folded.hashes)
+        if not fresh:
+            return 0
+        if len(fresh) < len(folded.hashes):
+            if refold is None:
+                raise ValueError("some events of the batch are stored already: a refold is needed")
+            folded = refold(fresh)
+    writer.derived(folded, store_raw=store_raw)
+    return folded.events
 
 
 def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
@@ -88,75 +88,24 @@ def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
         yield items[start : start + CHUNK]
 
 
-def _lock_id(kind: str, key: Any) -> int:
-    digest = hashlib.blake2b(f"{kind}\x00{key!r}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
+def _stored_merged(row: Mapping[str, Any] | None, columns: Sequence[str]) -> Merged:
+    """A stored row's merged values and facets (its facets only if they were read)."""
+    if row is None:
+        return Merged({}, {}, {})
+    values = {column: row[column] for column in columns}
+    facets = json_codec.encode_members(row["facets"] or {})
+    times = row.get("merged_at")
+    if times is None:  # written before merged_at existed: everything as of its last update
+        at = stamp(row["updated_at"])
+        times = {key: at for key, value in values.items() if value is not None}
+        times.update({f"{FACET}{key}": at for key in facets})
+    return Merged(values, facets, times)
 
 
-# A facet's key in `merged_at` (values' keys are their column names).
-_FACET = "facets."
-
-
-class _Merged:
-    """Values merged key by key, each key holding the newest event's non-null value; `times`
-    (ISO strings, the `merged_at` column) record which event time each key came from."""
-
-    def __init__(self, values: Mapping[str, Any], facets: Mapping[str, Any], times: Mapping[str, str]) -> None:
-        self.values = dict(values)
-        self.facets = dict(facets)
-        self.times = dict(times)
-
-    @classmethod
-    def stored(cls, row: Mapping[str, Any] | None, columns: Iterable[str]) -> _Merged:
-        if row is None:
-            return cls({}, {}, {})
-        values = {column: row[column] for column in columns}
-        facets = dict(row["facets"] or {})
-        times = row.get("merged_at")
-        if times is None:  # written before merged_at existed: everything as of its last update
-            at = _stamp(row["updated_at"])
-            times = {key: at for key, value in values.items() if value is not None}
-            times.update({f"{_FACET}{key}": at for key in facets})
-        return cls(values, facets, times)
-
-    def add(self, time: datetime, values: Mapping[str, Any], facets: Mapping[str, Any]) -> None:
-        at = _stamp(time)
-        for key, value in values.items():
-            if value is not None and at >= self.times.get(key, ""):
-                self.values[key], self.times[key] = value, at
-        for key, value in facets.items():
-            if value is not None and at >= self.times.get(f"{_FACET}{key}", ""):
-                self.facets[key], self.times[f"{_FACET}{key}"] = value, at
-
-    def newest(self) -> datetime | None:
-        newest = max(self.times.values(), default=None)
-        return None if newest is None else datetime.strptime(newest, _STAMP).replace(tzinfo=timezone.utc)
-
-
-# Below any number _number_runs uses while it renumbers (it passes through -1, -2, ...).
-_PROVISIONAL_SEQ = -1_000_000_000
-_STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: stamps compare as text in time order
-
-
-@lru_cache(maxsize=8192)  # a batch stamps each event's time once per entity it touches
-def _stamp(time: datetime) -> str:
-    return time.astimezone(timezone.utc).strftime(_STAMP)
-
-
-def _keeps_stored_facets(merged_at: Mapping[str, str] | None, incoming: Iterable[tuple[datetime, Mapping[str, Any]]]) -> bool:
-    """Whether a stored facet survives merging `incoming` (time, facets) into its row: one the
-    batch does not carry (non-null) at the same or a later time (_Merged.add's rule)."""
-    if merged_at is None:  # written before merged_at existed
-        return True
-    newest: dict[str, str] = {}
-    for time, facets in incoming:
-        at = _stamp(time)
-        for key, value in facets.items():
-            if value is not None and at > newest.get(key, ""):
-                newest[key] = at
-    return any(
-        newest.get(key.removeprefix(_FACET), "") < stored_at for key, stored_at in merged_at.items() if key.startswith(_FACET)
-    )
+def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], batch: Merged) -> Merged:
+    merged = _stored_merged(row, columns)
+    merged.absorb(batch)
+    return merged
 
 
 class _BatchWriter:
@@ -176,64 +125,53 @@ class _BatchWriter:
             self.connection.execute(text(f"SET LOCAL work_mem = '{BATCH_WORK_MEM}'"))
 
     # concurrency -------------------------------------------------------------------------
-    def lock_keys(self, batch: Sequence[EventRows]) -> None:
+    def lock_keys(self, lock_ids: Sequence[int]) -> None:
         """PostgreSQL: transaction advisory locks on every job, dataset and run of the batch, in
         ascending lock-id order (the one global order all writers share). SQLite has one writer."""
-        if self.dialect != "postgresql":
+        if self.dialect != "postgresql" or not lock_ids:
             return
-        keys: set[tuple[str, Any]] = set()
-        for rows in batch:
-            if rows.job:
-                keys.add(("job", (rows.job.namespace, rows.job.name)))
-            if rows.run:
-                keys.add(("run", rows.run.uuid))
-            keys.update(("dataset", (dataset.namespace, dataset.name)) for dataset in rows.datasets)
-            keys.update(("dataset", key) for key in _edge_datasets(rows))
-        ids = {_lock_id(kind, key) for kind, key in keys}
-        if ids:
-            self.connection.execute(
-                text(
-                    "SELECT count(pg_advisory_xact_lock(id)) FROM (SELECT unnest(CAST(:ids AS bigint[])) AS id ORDER BY 1) AS ordered"
-                ),
-                {"ids": sorted(ids)},
-            )
+        self.connection.execute(
+            text(
+                "SELECT count(pg_advisory_xact_lock(id)) FROM (SELECT unnest(CAST(:ids AS bigint[])) AS id ORDER BY 1) AS ordered"
+            ),
+            {"ids": sorted(lock_ids)},
+        )
 
     # raw events -------------------------------------------------------------------------
-    def not_stored(self, batch: Sequence[EventRows]) -> list[EventRows]:
-        """The events whose raw event is not stored yet, by hash (the rest are skipped whole)."""
-        hashes = sorted(rows.raw.content_hash for rows in batch)
+    def not_stored(self, hashes: Sequence[str]) -> set[str]:
+        """The hashes of the batch's events whose raw event is not stored yet."""
         stored: set[str] = set()
-        for chunk in _chunks(hashes):
+        for chunk in _chunks(sorted(hashes)):
             stored.update(
                 self.connection.execute(
                     select(lineage_events.c.content_hash).where(lineage_events.c.content_hash.in_(chunk))
                 ).scalars()
             )
-        return sorted((rows for rows in batch if rows.raw.content_hash not in stored), key=lambda rows: rows.raw.content_hash)
+        return set(hashes) - stored
 
-    def raw_events(self, fresh: Sequence[EventRows]) -> None:
+    def raw_events(self, folded: Folded) -> None:
         self.many(
             self.insert(lineage_events).on_conflict_do_nothing(index_elements=["content_hash"]),
-            [{**_raw_values(rows), "received_at": self.now} for rows in fresh],
+            [dict(zip(_RAW_COLUMNS, raw, strict=True), received_at=self.now) for raw in folded.raw],
         )
 
     # derived stores ---------------------------------------------------------------------
-    def derived(self, batch: Sequence[EventRows], *, store_raw: bool) -> None:
-        namespace_ids = self.namespaces(batch)
-        dataset_ids = self.datasets(batch, namespace_ids)
-        field_ids = self.fields(batch, dataset_ids)
-        job_ids = self.jobs(batch, namespace_ids)
-        run_ids, run_seqs = self.runs(batch, job_ids)
+    def derived(self, folded: Folded, *, store_raw: bool) -> None:
+        namespace_ids = self.namespaces(folded)
+        dataset_ids = self.datasets(folded, namespace_ids)
+        field_ids = self.fields(folded, dataset_ids)
+        job_ids = self.jobs(folded, namespace_ids)
+        run_ids, run_seqs = self.runs(folded, job_ids)
         # Nothing in this block reads back: each statement runs while the next one's rows are built.
         with overlapped(self.connection):
             if store_raw:
-                self.raw_events(batch)
-            self.run_states(batch, run_ids)
-            self.dataset_versions(batch, dataset_ids, run_ids)
-            self.job_io(batch, job_ids, dataset_ids, run_ids)
-            self.column_lineage(batch, job_ids, dataset_ids, field_ids, run_ids)
-            self.snapshots(batch, job_ids, dataset_ids, run_ids, run_seqs)
-        self.partitions(batch, dataset_ids, run_ids, run_seqs)
+                self.raw_events(folded)
+            self.run_states(folded, run_ids)
+            self.dataset_versions(folded, dataset_ids, run_ids)
+            self.job_io(folded, job_ids, dataset_ids, run_ids)
+            self.column_lineage(folded, job_ids, dataset_ids, field_ids, run_ids)
+            snapshot_keys = self.snapshots(folded, job_ids, dataset_ids, run_ids, run_seqs)
+        self.partitions(folded, snapshot_keys)
         self.latest_runs(set(job_ids.values()))
 
     def _earliest_latest(self, table: Table, first: str, last: str) -> dict[str, Any]:
@@ -244,19 +182,16 @@ class _BatchWriter:
             last: case((excluded[last] > table.c[last], excluded[last]), else_=table.c[last]),
         }
 
-    def namespaces(self, batch: Sequence[EventRows]) -> dict[str, int]:
-        span: dict[str, tuple[datetime, datetime]] = {}
-        for rows in batch:
-            names = {d.namespace for d in rows.datasets} | {dataset[0] for dataset in _edge_datasets(rows)}
-            names |= {rows.job.namespace} if rows.job else set()
-            for name in names:
-                _widen(span, name, rows.event_time)
+    def namespaces(self, folded: Folded) -> dict[str, int]:
+        spans = folded.namespaces
         statement = self.insert(namespaces)
         statement = statement.on_conflict_do_update(
             index_elements=["name"], set_=self._earliest_latest(namespaces, "created_at", "updated_at")
         )
-        self.many(statement, [{"name": name, "created_at": span[name][0], "updated_at": span[name][1]} for name in sorted(span)])
-        return self._select_ids(namespaces, [namespaces.c.name], sorted(span))
+        self.many(
+            statement, [{"name": name, "created_at": spans[name][0], "updated_at": spans[name][1]} for name in sorted(spans)]
+        )
+        return self._select_ids(namespaces, [namespaces.c.name], sorted(spans))
 
     def _select_ids(self, table: Table, key_columns: list[Any], keys: Sequence[Any]) -> dict[Any, int]:
         columns = [table.c.id, *key_columns]
@@ -284,14 +219,14 @@ class _BatchWriter:
         return found
 
     def _stored_for_merge(
-        self, table: Table, key_columns: list[Any], incoming: Mapping[Any, Iterable[tuple[datetime, Mapping[str, Any]]]]
+        self, table: Table, key_columns: list[Any], incoming: Mapping[Any, Merged]
     ) -> dict[Any, dict[str, Any]]:
-        """Stored rows by natural key, to merge the batch's `incoming` (time, facets) per key into.
-        A row's facets (large JSON: schemas, column lineage) are read only where one of its stored
-        facets outlives the batch; where the batch carries a newer value of every one, the merge
-        needs none of them."""
+        """Stored rows by natural key, to merge the batch's `incoming` values per key into. A row's
+        facets (large JSON: schemas, column lineage) are read only where one of its stored facets
+        outlives the batch; where the batch carries a newer value of every one, the merge needs
+        none of them."""
         found = self._existing(table, key_columns, list(incoming), [column for column in table.c if column.name != "facets"])
-        kept = sorted(row["id"] for key, row in found.items() if _keeps_stored_facets(row["merged_at"], incoming[key]))
+        kept = sorted(row["id"] for key, row in found.items() if keeps_stored_facets(row["merged_at"], incoming[key]))
         facets: dict[int, Any] = {}
         for chunk in _chunks(kept):
             facets.update(self.connection.execute(select(table.c.id, table.c.facets).where(table.c.id.in_(chunk))).all())
@@ -314,36 +249,21 @@ class _BatchWriter:
         keys = [tuple(v[name] for name in key_names) if len(key_names) > 1 else v[key_names[0]] for v in values]
         return self._select_ids(table, key_columns, keys)
 
-    def datasets(self, batch: Sequence[EventRows], namespace_ids: dict[str, int]) -> dict[DatasetKey, int]:
-        own: dict[DatasetKey, list[tuple[datetime, dict[str, Any], Mapping[str, Any]]]] = defaultdict(list)
-        referenced: dict[DatasetKey, tuple[datetime, datetime]] = {}
-        for rows in batch:
-            for dataset in rows.datasets:
-                change = {column: getattr(dataset, column) for column in _DATASET_VALUES if column != "current_version"}
-                change["current_version"] = dataset.version
-                own[(dataset.namespace, dataset.name)].append((rows.event_time, change, dataset.facets))
-            for dataset_key in _edge_datasets(rows):
-                _widen(referenced, dataset_key, rows.event_time)
-        wanted = sorted(own.keys() | referenced.keys())
+    def datasets(self, folded: Folded, namespace_ids: dict[str, int]) -> dict[DatasetKey, int]:
         existing = self._stored_for_merge(
             datasets,
             [datasets.c.namespace_id, datasets.c.name],
-            {(namespace_ids[ns], n): [(time, facets) for time, _, facets in own.get((ns, n), ())] for ns, n in wanted},
+            {(namespace_ids[namespace], name): fold.merged for (namespace, name), fold in folded.datasets.items()},
         )
         values = []
-        for namespace, name in wanted:
+        for (namespace, name), fold in folded.datasets.items():
             key = (namespace_ids[namespace], name)
             current = existing.get(key)
-            merged = _Merged.stored(current, _DATASET_VALUES)
-            times = [time for time, _, _ in own.get((namespace, name), ())]
-            for time, change, facets in own.get((namespace, name), ()):
-                merged.add(time, change, facets)
-            edge_times = list(referenced.get((namespace, name), ()))
-            created = min([*times, *edge_times, *([current["created_at"]] if current else [])])
+            merged = _merged_with_stored(current, DATASET_VALUES, fold.merged)
             updated = merged.newest()
             if updated is None:  # known only from column-lineage edges
-                updated = max([*edge_times, *([current["updated_at"]] if current else [])])
-            row = {column: merged.values.get(column) for column in _DATASET_VALUES}
+                updated = max([fold.last_named, *([current["updated_at"]] if current else [])])
+            row = {column: merged.values.get(column) for column in DATASET_VALUES}
             row["type"] = row["type"] or "DB_TABLE"
             row["database_name"] = row["database_name"] or namespace
             row["table_name"] = row["table_name"] or name
@@ -353,43 +273,20 @@ class _BatchWriter:
                     "name": name,
                     "is_deleted": False,
                     **row,
-                    "facets": merged.facets,
+                    "facets": json_codec.object_of(merged.facets),
                     "merged_at": merged.times,
-                    "created_at": created,
+                    "created_at": min([fold.first_named, *([current["created_at"]] if current else [])]),
                     "updated_at": updated,
                 }
             )
         ids = self._upsert(datasets, ["namespace_id", "name"], values)
-        return {(ns, name): ids[(namespace_ids[ns], name)] for ns, name in wanted}
+        return {(namespace, name): ids[(namespace_ids[namespace], name)] for namespace, name in folded.datasets}
 
-    def fields(self, batch: Sequence[EventRows], dataset_ids: dict[DatasetKey, int]) -> dict[tuple[int, str], int]:
-        """One row per (dataset, field): created_at = the earliest event naming it, updated_at and
-        type/description/tags = the newest schema carrying it (a field known only from column-lineage
-        edges: the newest edge); tags the schema leaves out keep those set through the API."""
-        rows_by_key: dict[tuple[int, str], dict[str, Any]] = {}
-        # Most events of a batch repeat a dataset's schema: each distinct field list once, with its time span.
-        # (Field tags are lists: schemas are compared, not hashed.)
-        schemas: dict[int, list[list[Any]]] = defaultdict(list)
-        for rows in batch:
-            for dataset in rows.datasets:
-                if not dataset.fields:
-                    continue
-                seen = schemas[dataset_ids[(dataset.namespace, dataset.name)]]
-                for entry in seen:
-                    if entry[0] == dataset.fields:
-                        entry[1], entry[2] = min(entry[1], rows.event_time), max(entry[2], rows.event_time)
-                        break
-                else:
-                    seen.append([dataset.fields, rows.event_time, rows.event_time])
-        # Schema fields first, in schema order, then fields known from edges: a new dataset's field
-        # ids (the order readers list them in) follow its schema.
-        for dataset_id, entries in schemas.items():
-            for fields, first, last in sorted(entries, key=lambda entry: entry[1]):
-                for field in fields:
-                    _fold_field(rows_by_key, (dataset_id, field.name), first, last, field)
-        for key, (first, last) in _edge_field_spans(batch, dataset_ids).items():
-            _fold_field(rows_by_key, key, first, last, None)
-        if rows_by_key:
+    def fields(self, folded: Folded, dataset_ids: dict[DatasetKey, int]) -> dict[tuple[int, str], int]:
+        """The batch's fields merged into the stored ones by the upsert itself: the incoming
+        schema's type/description/tags when it is newer, or when the stored row came from edges
+        alone; tags the schema leaves out keep those set through the API."""
+        if folded.fields:
             statement = self.insert(dataset_fields)
             excluded = statement.excluded
             stored = dataset_fields.c
@@ -409,9 +306,22 @@ class _BatchWriter:
                     "created_at": case((excluded.created_at < stored.created_at, excluded.created_at), else_=stored.created_at),
                 },
             )
+            rows = [
+                {
+                    "dataset_id": dataset_ids[dataset],
+                    "name": name,
+                    "type": type_,
+                    "description": description,
+                    "tags": tags,
+                    "from_schema": from_schema,
+                    "created_at": created_at,
+                    "updated_at": updated_at,
+                }
+                for dataset, name, type_, description, tags, from_schema, created_at, updated_at in folded.fields
+            ]
             # By dataset (each one's rows are guarded by its advisory lock, so their order within it is free).
-            self.many(statement, sorted(rows_by_key.values(), key=lambda row: row["dataset_id"]))
-        return self._field_ids(sorted({dataset_id for dataset_id, _ in rows_by_key}))
+            self.many(statement, sorted(rows, key=lambda row: row["dataset_id"]))
+        return self._field_ids(sorted({dataset_ids[field[0]] for field in folded.fields}))
 
     def _field_ids(self, dataset_id_list: list[int]) -> dict[tuple[int, str], int]:
         columns = (dataset_fields.c.dataset_id, dataset_fields.c.name, dataset_fields.c.id)
@@ -419,45 +329,30 @@ class _BatchWriter:
         for chunk in _chunks(dataset_id_list):
             for dataset_id, name, field_id in self.connection.execute(
                 select(*columns).where(dataset_fields.c.dataset_id.in_(chunk))
-            ):
+            ).all():
                 found[(dataset_id, name)] = field_id
         return found
 
-    def jobs(self, batch: Sequence[EventRows], namespace_ids: dict[str, int]) -> dict[tuple[str, str], int]:
-        updates: dict[tuple[str, str], list[EventRows]] = defaultdict(list)
-        for rows in batch:
-            if rows.job:
-                updates[(rows.job.namespace, rows.job.name)].append(rows)
-        if not updates:
+    def jobs(self, folded: Folded, namespace_ids: dict[str, int]) -> dict[tuple[str, str], int]:
+        if not folded.jobs:
             return {}
-        wanted = sorted(updates)
         existing = self._stored_for_merge(
             jobs,
             [jobs.c.namespace_id, jobs.c.name],
-            {
-                (namespace_ids[ns], n): [(rows.event_time, rows.job.facets) for rows in updates[(ns, n)] if rows.job]
-                for ns, n in wanted
-            },
+            {(namespace_ids[namespace], name): fold.merged for (namespace, name), fold in folded.jobs.items()},
         )
         values = []
-        for namespace, name in wanted:
+        for (namespace, name), fold in folded.jobs.items():
             key = (namespace_ids[namespace], name)
             current = existing.get(key)
-            merged = _Merged.stored(current, _JOB_VALUES)
-            times = [rows.event_time for rows in updates[(namespace, name)]]
-            for rows in updates[(namespace, name)]:
-                job = rows.job
-                assert job is not None
-                change = {column: getattr(job, column) for column in _JOB_VALUES if column != "current_version"}
-                merged.add(rows.event_time, {**change, "current_version": job.version}, job.facets)
-            if current:
-                times += [current["created_at"], current["last_seen"]]
+            merged = _merged_with_stored(current, JOB_VALUES, fold.merged)
+            times = [fold.first_named, fold.last_named, *([current["created_at"], current["last_seen"]] if current else [])]
             values.append(
                 {
                     "namespace_id": key[0],
                     "name": name,
-                    **{column: merged.values.get(column) for column in _JOB_VALUES},
-                    "facets": merged.facets,
+                    **{column: merged.values.get(column) for column in JOB_VALUES},
+                    "facets": json_codec.object_of(merged.facets),
                     "merged_at": merged.times,
                     "created_at": min(times),
                     "updated_at": max(times),
@@ -466,37 +361,23 @@ class _BatchWriter:
                 }
             )
         ids = self._upsert(jobs, ["namespace_id", "name"], values)
-        return {(ns, name): ids[(namespace_ids[ns], name)] for ns, name in wanted}
+        return {(namespace, name): ids[(namespace_ids[namespace], name)] for namespace, name in folded.jobs}
 
-    def runs(self, batch: Sequence[EventRows], job_ids: dict[tuple[str, str], int]) -> tuple[dict[str, int], dict[str, int]]:
-        events_by_run: dict[str, list[EventRows]] = defaultdict(list)
-        for rows in batch:
-            if rows.run:
-                events_by_run[rows.run.uuid].append(rows)
-        if not events_by_run:
+    def runs(self, folded: Folded, job_ids: dict[tuple[str, str], int]) -> tuple[dict[str, int], dict[str, int]]:
+        if not folded.runs:
             return {}, {}
-        existing = self._stored_for_merge(
-            runs,
-            [runs.c.uuid],
-            {
-                uuid: [(rows.event_time, rows.run.facets) for rows in run_events if rows.run]
-                for uuid, run_events in events_by_run.items()
-            },
-        )
+        existing = self._stored_for_merge(runs, [runs.c.uuid], {uuid: fold.merged for uuid, fold in folded.runs.items()})
         values: list[dict[str, Any]] = []
-        for run_uuid in sorted(events_by_run):
-            run_events = events_by_run[run_uuid]
-            job = run_events[0].job
-            assert job is not None
+        for run_uuid, fold in folded.runs.items():
             current = existing.get(run_uuid)
-            job_id = current["job_id"] if current else job_ids[(job.namespace, job.name)]
+            job_id = current["job_id"] if current else job_ids[fold.job]
             # A new run takes a free, provisional number; _number_runs puts every run in its place.
             run_seq = current["run_seq"] if current else _PROVISIONAL_SEQ - len(values)
-            values.append({"uuid": run_uuid, "job_id": job_id, "run_seq": run_seq, **_fold_run(current, run_events)})
+            values.append({"uuid": run_uuid, "job_id": job_id, "run_seq": run_seq, **_run_values(current, fold)})
         self._upsert(runs, ["uuid"], values)
         self._number_runs(values, existing)
         numbered = self.connection.execute(
-            select(runs.c.uuid, runs.c.id, runs.c.run_seq).where(runs.c.uuid.in_(sorted(events_by_run)))
+            select(runs.c.uuid, runs.c.id, runs.c.run_seq).where(runs.c.uuid.in_(sorted(folded.runs)))
         ).all()
         return {row.uuid: row.id for row in numbered}, {row.uuid: row.run_seq for row in numbered}
 
@@ -585,44 +466,30 @@ class _BatchWriter:
         ).all()
         return [(row.id, row.run_seq, placed + rank) for rank, row in enumerate(later, 1) if row.run_seq != placed + rank]
 
-    def run_states(self, batch: Sequence[EventRows], run_ids: dict[str, int]) -> None:
-        values = {
-            (run_ids[rows.run.uuid], rows.run.event_type, rows.event_time): {
-                "run_id": run_ids[rows.run.uuid],
-                "event_type": rows.run.event_type,
-                "state": rows.run.state,
-                "transitioned_at": rows.event_time,
-            }
-            for rows in batch
-            if rows.run
-        }
+    def run_states(self, folded: Folded, run_ids: dict[str, int]) -> None:
+        values = [
+            {"run_id": run_ids[run], "event_type": event_type, "state": state, "transitioned_at": time}
+            for run, event_type, state, time in folded.run_states
+        ]
         if values:
             self.many(
                 self.insert(run_states).on_conflict_do_nothing(index_elements=["run_id", "event_type", "transitioned_at"]),
-                [values[key] for key in sorted(values)],
+                sorted(values, key=lambda row: (row["run_id"], row["event_type"], row["transitioned_at"])),
             )
 
-    def dataset_versions(self, batch: Sequence[EventRows], dataset_ids: dict[DatasetKey, int], run_ids: dict[str, int]) -> None:
+    def dataset_versions(self, folded: Folded, dataset_ids: dict[DatasetKey, int], run_ids: dict[str, int]) -> None:
         """Each version keeps what its earliest event said (and the run of that event, for an output)."""
-        values: dict[tuple[int, str], dict[str, Any]] = {}
-        for rows in batch:
-            for dataset in rows.datasets:
-                if dataset.version is None:
-                    continue
-                dataset_id = dataset_ids[(dataset.namespace, dataset.name)]
-                key = (dataset_id, dataset.version)
-                if key in values and values[key]["created_at"] <= rows.event_time:
-                    continue
-                values[key] = {
-                    "dataset_id": dataset_id,
-                    "version": dataset.version,
-                    "run_id": run_ids.get(rows.run.uuid) if rows.run and dataset.direction == "output" else None,
-                    "fields": None
-                    if dataset.fields is None
-                    else [{"name": f.name, "type": f.type, "description": f.description, "tags": f.tags} for f in dataset.fields],
-                    "facets": dataset.facets,
-                    "created_at": rows.event_time,
-                }
+        values = [
+            {
+                "dataset_id": dataset_ids[dataset],
+                "version": version,
+                "run_id": None if run is None else run_ids.get(run),
+                "fields": None if fields is None else json_codec.Fragment(fields),
+                "facets": json_codec.object_of(facets),
+                "created_at": created_at,
+            }
+            for dataset, version, run, fields, facets, created_at in folded.versions
+        ]
         if values:
             statement = self.insert(dataset_versions)
             excluded = statement.excluded
@@ -631,25 +498,28 @@ class _BatchWriter:
                 set_={name: excluded[name] for name in ("run_id", "fields", "facets", "created_at")},
                 where=excluded.created_at < dataset_versions.c.created_at,
             )
-            self.many(statement, [values[key] for key in sorted(values)])
+            self.many(statement, sorted(values, key=lambda row: (row["dataset_id"], row["version"])))
 
     def job_io(
         self,
-        batch: Sequence[EventRows],
+        folded: Folded,
         job_ids: dict[tuple[str, str], int],
         dataset_ids: dict[DatasetKey, int],
         run_ids: dict[str, int],
     ) -> None:
-        values: dict[tuple[int, int, str], dict[str, Any]] = {}
-        for rows in batch:
-            if not rows.job:
-                continue
-            job_id = job_ids[(rows.job.namespace, rows.job.name)]
-            run_id = run_ids.get(rows.run.uuid) if rows.run else None
-            for dataset in rows.datasets:
-                key = (job_id, dataset_ids[(dataset.namespace, dataset.name)], dataset.direction or "input")
-                _span(values, key, rows.event_time, run_id, {"job_id": key[0], "dataset_id": key[1], "direction": key[2]})
-        self._upsert_spans(job_io, ["job_id", "dataset_id", "direction"], [values[key] for key in sorted(values)])
+        values = [
+            {
+                "job_id": job_ids[job],
+                "dataset_id": dataset_ids[dataset],
+                "direction": direction,
+                "first_seen": first_seen,
+                "last_seen": last_seen,
+                "last_run_id": None if last_run is None else run_ids.get(last_run),
+            }
+            for job, dataset, direction, first_seen, last_seen, last_run in folded.job_io
+        ]
+        values.sort(key=lambda row: (row["job_id"], row["dataset_id"], row["direction"]))
+        self._upsert_spans(job_io, ["job_id", "dataset_id", "direction"], values)
 
     def _upsert_spans(
         self,
@@ -658,7 +528,7 @@ class _BatchWriter:
         values: list[dict[str, Any]],
         *,
         index_where: Any = None,
-        newest_columns: Iterable[str] = (),
+        newest_columns: Sequence[str] = (),
     ) -> None:
         """Upsert edge rows keeping the earliest first_seen and the latest last_seen, and taking
         last_run_id (and `newest_columns`) from whichever side was seen last."""
@@ -679,7 +549,7 @@ class _BatchWriter:
 
     def column_lineage(
         self,
-        batch: Sequence[EventRows],
+        folded: Folded,
         job_ids: dict[tuple[str, str], int],
         dataset_ids: dict[DatasetKey, int],
         field_ids: dict[tuple[int, str], int],
@@ -687,37 +557,40 @@ class _BatchWriter:
     ) -> None:
         per_field: dict[tuple[Any, ...], dict[str, Any]] = {}
         per_dataset: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for rows in batch:
-            if not rows.job:
-                continue
-            job_id = job_ids[(rows.job.namespace, rows.job.name)]
-            run_id = run_ids.get(rows.run.uuid) if rows.run else None
-            time = rows.event_time
-            for edge in rows.column_edges:
-                output_id = dataset_ids[edge.output]
-                input_id = dataset_ids[edge.input]
-                input_field_id = field_ids[(input_id, edge.input_field)]
-                output_field_id = None if edge.output_field is None else field_ids[(output_id, edge.output_field)]
-                spans = per_dataset if output_field_id is None else per_field
-                key = (output_id if output_field_id is None else output_field_id, input_field_id, edge.type, edge.subtype)
-                current = spans.get(key)
-                if current is not None:  # seen in this batch: only an earlier or newer sighting changes it
-                    if time < current["first_seen"]:
-                        current["first_seen"] = time
-                    if time < current["last_seen"]:
-                        continue
-                row = {
-                    "output_dataset_id": output_id,
-                    "output_field_id": output_field_id,
-                    "input_dataset_id": input_id,
-                    "input_field_id": input_field_id,
-                    "transformation_type": edge.type,
-                    "transformation_subtype": edge.subtype,
-                    "transformation_description": edge.description,
-                    "masking": edge.masking,
-                    "job_id": job_id,
-                }
-                _span(spans, key, time, run_id, row)
+        for (
+            output,
+            output_field,
+            input_key,
+            input_field,
+            kind,
+            subtype,
+            description,
+            masking,
+            job,
+            first,
+            last,
+            run,
+        ) in folded.edges:
+            output_id = dataset_ids[output]
+            input_id = dataset_ids[input_key]
+            input_field_id = field_ids[(input_id, input_field)]
+            output_field_id = None if output_field is None else field_ids[(output_id, output_field)]
+            spans = per_dataset if output_field_id is None else per_field
+            key = (output_id if output_field_id is None else output_field_id, input_field_id, kind, subtype)
+            spans[key] = {
+                "output_dataset_id": output_id,
+                "output_field_id": output_field_id,
+                "input_dataset_id": input_id,
+                "input_field_id": input_field_id,
+                "transformation_type": kind,
+                "transformation_subtype": subtype,
+                "transformation_description": description,
+                "masking": masking,
+                "job_id": job_ids[job],
+                "first_seen": first,
+                "last_seen": last,
+                "last_run_id": None if run is None else run_ids.get(run),
+            }
         newest = ("transformation_description", "masking", "job_id")
         self._upsert_spans(
             column_lineage,
@@ -736,66 +609,72 @@ class _BatchWriter:
 
     def snapshots(
         self,
-        batch: Sequence[EventRows],
+        folded: Folded,
         job_ids: dict[tuple[str, str], int],
         dataset_ids: dict[DatasetKey, int],
         run_ids: dict[str, int],
         run_seqs: dict[str, int],
-    ) -> None:
-        values: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for rows in batch:
-            if not rows.run or not rows.job:
+    ) -> dict[tuple[str, int | None, DatasetKey, str], tuple[int, int, int, str]]:
+        """Write the batch's snapshot rows (a batch run's barrier id is its number: two of its rows
+        may meet there, and the newer wins); each folded key's stored key."""
+        values: dict[tuple[int, int, int, str], dict[str, Any]] = {}
+        chosen: dict[tuple[int, int, int, str], tuple[datetime, int]] = {}
+        stored_keys: dict[tuple[str, int | None, DatasetKey, str], tuple[int, int, int, str]] = {}
+        for (
+            run,
+            job,
+            batch_id,
+            dataset,
+            direction,
+            snapshot_id,
+            kind,
+            partitions,
+            start,
+            end,
+            created_at,
+            position,
+        ) in folded.snapshots:
+            barrier_id = batch_id if batch_id is not None else run_seqs[run]
+            key = (run_ids[run], barrier_id, dataset_ids[dataset], direction)
+            stored_keys[(run, batch_id, dataset, direction)] = key
+            if key in chosen and chosen[key] > (created_at, position):
                 continue
-            run_id = run_ids[rows.run.uuid]
-            for snapshot in rows.snapshots:
-                barrier_id = snapshot.batch_id if snapshot.batch_id is not None else run_seqs[rows.run.uuid]
-                key = (run_id, barrier_id, dataset_ids[snapshot.dataset], snapshot.direction)
-                if key in values and values[key]["created_at"] > rows.event_time:
-                    continue
-                values[key] = {
-                    "run_id": run_id,
-                    "job_id": job_ids[(rows.job.namespace, rows.job.name)],
-                    "barrier_id": barrier_id,
-                    "dataset_id": key[2],
-                    "direction": snapshot.direction,
-                    "snapshot_id": snapshot.snapshot_id,
-                    "kind": snapshot.kind,
-                    "partitions": snapshot.partitions,
-                    "start_offset": snapshot.start_offset,
-                    "end_offset": snapshot.end_offset,
-                    "created_at": rows.event_time,
-                }
-        if not values:
-            return
-        statement = self.insert(snapshot_lineage)
-        excluded = statement.excluded
-        statement = statement.on_conflict_do_update(
-            index_elements=["run_id", "barrier_id", "dataset_id", "direction"],
-            set_={
-                name: excluded[name] for name in ("snapshot_id", "kind", "partitions", "start_offset", "end_offset", "created_at")
-            },
-            where=excluded.created_at >= snapshot_lineage.c.created_at,
-        )
-        self.many(statement, [values[key] for key in sorted(values)])
+            chosen[key] = (created_at, position)
+            values[key] = {
+                "run_id": key[0],
+                "job_id": job_ids[job],
+                "barrier_id": barrier_id,
+                "dataset_id": key[2],
+                "direction": direction,
+                "snapshot_id": snapshot_id,
+                "kind": kind,
+                "partitions": partitions,
+                "start_offset": start,
+                "end_offset": end,
+                "created_at": created_at,
+            }
+        if values:
+            statement = self.insert(snapshot_lineage)
+            excluded = statement.excluded
+            statement = statement.on_conflict_do_update(
+                index_elements=["run_id", "barrier_id", "dataset_id", "direction"],
+                set_={
+                    name: excluded[name]
+                    for name in ("snapshot_id", "kind", "partitions", "start_offset", "end_offset", "created_at")
+                },
+                where=excluded.created_at >= snapshot_lineage.c.created_at,
+            )
+            self.many(statement, [values[key] for key in sorted(values)])
+        return stored_keys
 
     def partitions(
-        self,
-        batch: Sequence[EventRows],
-        dataset_ids: dict[DatasetKey, int],
-        run_ids: dict[str, int],
-        run_seqs: dict[str, int],
+        self, folded: Folded, snapshot_keys: Mapping[tuple[str, int | None, DatasetKey, str], tuple[int, int, int, str]]
     ) -> None:
         """The partitions each snapshot_lineage row's run read or wrote: the union over its events
         (so any order or batching of them gives the same rows), keyed to that row."""
         wanted: dict[tuple[int, int, int, str], set[str]] = defaultdict(set)
-        for rows in batch:
-            if not rows.run or not rows.job:
-                continue
-            for snapshot in rows.snapshots:
-                if snapshot.partition_names:
-                    barrier_id = snapshot.batch_id if snapshot.batch_id is not None else run_seqs[rows.run.uuid]
-                    key = (run_ids[rows.run.uuid], barrier_id, dataset_ids[snapshot.dataset], snapshot.direction)
-                    wanted[key].update(snapshot.partition_names)
+        for folded_key, names in folded.partitions.items():
+            wanted[snapshot_keys[folded_key]].update(names)
         if not wanted:
             return
         c = snapshot_lineage.c
@@ -823,118 +702,28 @@ class _BatchWriter:
         self.connection.execute(update(jobs).where(jobs.c.id.in_(sorted(job_id_set))).values(latest_run_id=newest_run))
 
 
-def _fold_run(current: Mapping[str, Any] | None, run_events: list[EventRows]) -> dict[str, Any]:
-    state = current["state"] if current else "NEW"
-    started_at = current["started_at"] if current else None
-    ended_at = current["ended_at"] if current else None
-    times = [current["created_at"], current["updated_at"]] if current else []
-    merged = _Merged.stored(current, _RUN_VALUES)
-    for rows in sorted(run_events, key=lambda rows: rows.event_time):
-        run, job, time = rows.run, rows.job, rows.event_time
-        assert run is not None and job is not None
-        times.append(time)
-        if run.state in TERMINAL_STATES:
-            if state not in TERMINAL_STATES or ended_at is None or time >= ended_at:
-                state = run.state
-            ended_at = max(filter(None, (ended_at, time)))
-        elif STATE_RANK[run.state] > STATE_RANK[state]:
-            state = run.state
-        if run.event_type in ("START", "RUNNING"):
-            started_at = min(filter(None, (started_at, time)))
-        change = {column: getattr(run, column) for column in _RUN_VALUES if column != "job_version"}
-        merged.add(time, {**change, "job_version": job.version}, run.facets)
+def _run_values(current: Mapping[str, Any] | None, fold: RunFold) -> dict[str, Any]:
+    """A run's columns: the batch's fold merged into the stored row as if its events had been
+    applied one by one after the stored ones (consumer.fold.next_state)."""
+    merged = _merged_with_stored(current, RUN_VALUES, fold.merged)
+    state, started_at, ended_at = fold.state, fold.started_at, fold.ended_at
+    created_at, updated_at = fold.created_at, fold.updated_at
+    if current is not None:
+        if state in TERMINAL_STATES:
+            assert ended_at is not None
+            state, ended_at = next_state(current["state"], current["ended_at"], state, ended_at)
+        elif current["state"] in TERMINAL_STATES or STATE_RANK[current["state"]] >= STATE_RANK[state]:
+            state, ended_at = current["state"], current["ended_at"]
+        started_at = min(filter(None, (current["started_at"], started_at)), default=None)
+        ended_at = max(filter(None, (current["ended_at"], ended_at)), default=None)
+        created_at, updated_at = min(current["created_at"], created_at), max(current["updated_at"], updated_at)
     return {
         "state": state,
         "started_at": started_at,
         "ended_at": ended_at,
-        **{column: merged.values.get(column) for column in _RUN_VALUES},
-        "facets": merged.facets,
+        **{column: merged.values.get(column) for column in RUN_VALUES},
+        "facets": json_codec.object_of(merged.facets),
         "merged_at": merged.times,
-        "created_at": min(times),
-        "updated_at": max(times),
-    }
-
-
-def _edge_datasets(rows: EventRows) -> set[DatasetKey]:
-    """The datasets an event's column-lineage edges name."""
-    return {edge.input for edge in rows.column_edges} | {edge.output for edge in rows.column_edges}
-
-
-def _edge_field_spans(batch: Sequence[EventRows], dataset_ids: dict[DatasetKey, int]) -> dict[tuple[int, str], list[datetime]]:
-    """Every field a column-lineage edge of the batch names, with the first and last time one did."""
-    spans: dict[tuple[int, str], list[datetime]] = {}
-    for rows in batch:
-        time = rows.event_time
-        named = {(edge.input, edge.input_field) for edge in rows.column_edges}
-        named.update((edge.output, edge.output_field) for edge in rows.column_edges if edge.output_field is not None)
-        for dataset, field in named:
-            key = (dataset_ids[dataset], field)
-            span = spans.get(key)
-            if span is None:
-                spans[key] = [time, time]
-            elif time < span[0]:
-                span[0] = time
-            elif time > span[1]:
-                span[1] = time
-    return spans
-
-
-def _widen(spans: dict[Any, tuple[datetime, datetime]], key: Any, time: datetime) -> None:
-    first, last = spans.get(key, (time, time))
-    spans[key] = (min(first, time), max(last, time))
-
-
-def _fold_field(
-    rows_by_key: dict[tuple[int, str], dict[str, Any]], key: tuple[int, str], first: datetime, last: datetime, field: Any
-) -> None:
-    """Fold one mention of a field into the batch's row for it (the same rule the upsert applies)."""
-    current = rows_by_key.get(key)
-    if current is None:
-        rows_by_key[key] = current = {
-            "dataset_id": key[0],
-            "name": key[1],
-            "type": None,
-            "description": None,
-            "tags": None,
-            "from_schema": False,
-            "created_at": first,
-            "updated_at": last,
-        }
-        if field is None:
-            return
-    current["created_at"] = min(current["created_at"], first)
-    from_schema = field is not None
-    take = (from_schema and (not current["from_schema"] or last >= current["updated_at"])) or (
-        not from_schema and not current["from_schema"] and last >= current["updated_at"]
-    )
-    if take:
-        current["updated_at"] = last
-        if from_schema:
-            current.update(type=field.type, description=field.description, from_schema=True)
-            if field.tags is not None:
-                current["tags"] = field.tags
-
-
-def _span(values: dict[Any, dict[str, Any]], key: Any, time: datetime, run_id: int | None, row: dict[str, Any]) -> None:
-    """Collapse repeated edges of one batch into one row spanning their times."""
-    current = values.get(key)
-    if current is None:
-        values[key] = {**row, "first_seen": time, "last_seen": time, "last_run_id": run_id}
-        return
-    current["first_seen"] = min(current["first_seen"], time)
-    if time >= current["last_seen"]:
-        current.update(row, last_seen=time, last_run_id=run_id)
-
-
-def _raw_values(rows: EventRows) -> dict[str, Any]:
-    raw = rows.raw
-    return {
-        "content_hash": raw.content_hash,
-        "event_time": raw.event_time,
-        "kind": raw.kind,
-        "event_type": raw.event_type,
-        "run_uuid": raw.run_uuid,
-        "job_namespace": raw.job_namespace,
-        "job_name": raw.job_name,
-        "payload": raw.payload,
+        "created_at": created_at,
+        "updated_at": updated_at,
     }

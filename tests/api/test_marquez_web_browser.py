@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from consumer.api import create_app
-from consumer.ingest import prepare
+from consumer.prepare import prepare
 from consumer.settings import Settings
 from consumer.store import open_store
 from tests.support.paths import PROJECT_ROOT

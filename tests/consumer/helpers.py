@@ -13,10 +13,11 @@ from datetime import timezone
 from pathlib import Path
 from typing import Any
 
+import attrs
 from sqlalchemy import text
 
 from consumer.events import validate
-from consumer.ingest import Ingestor
+from consumer.ingest import Ingestor, SourceState
 from consumer.kafka_io import DeadLetters, EventSource
 from consumer.materialize import materialize
 from consumer.store import Store
@@ -24,6 +25,52 @@ from consumer.store import Store
 # Tansu makes a group's first join wait for the rebalance timeout: keep it short.
 GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
 DRAIN_LIMIT_SECONDS = 90.0
+
+
+# In-memory implementations of the ingestion loop's ports (consumer.ingest.Source, DeadLetterSink).
+@attrs.define
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+@attrs.define
+class ListSource:
+    records: list[Record]
+    position: int = 0
+    committed: int = 0
+
+    def poll(self, timeout_ms: int) -> list[Record]:
+        batch = self.records[self.position : self.position + 2]
+        self.position += len(batch)
+        return batch
+
+    def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool:
+        self.committed = next_offsets[("events", 0)]
+        return True
+
+    def rewind(self, first_offsets: dict[tuple[str, int], int]) -> None:
+        self.position = first_offsets[("events", 0)]
+
+    def on_revoke(self, callback) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def state(self) -> SourceState:
+        return SourceState(assigned=(("events", 0),))
+
+
+@attrs.define
+class ListDeadLetters:
+    sent: list[tuple[bytes | None, list]] = attrs.Factory(list)
+    max_value_bytes: int = 1000
+
+    def send(self, value, headers, key=None) -> None:  # type: ignore[no-untyped-def]
+        self.sent.append((value, headers))
+
+    def flush(self, timeout_seconds: float = 30.0) -> None:
+        pass
 
 
 def write_events(store: Store, events: Iterable[dict[str, Any]]) -> int:

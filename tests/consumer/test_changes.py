@@ -22,8 +22,9 @@ from sqlalchemy import select
 
 from consumer.changes import PublishingStore, change_scope, changed_messages
 from consumer.cli import main as cli_main
-from consumer.ingest import prepare
+from consumer.fold import fold
 from consumer.kafka_io import ChangeMessages
+from consumer.prepare import prepare
 from consumer.store import open_store
 from consumer.store import schema as s
 from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, ingest_all, stop_process
@@ -302,11 +303,11 @@ def test_replay_republishes_the_whole_lineage_when_asked(
 
 def test_change_scope_names_the_batchs_edges_outputs_and_runs() -> None:
     rows = [prepare(event) for event in _demo_events()]
-    scope = change_scope(rows)
+    scope = change_scope(fold(rows))
     assert {edge[2] for edge in scope.table_edges} == {"input", "output"}
     assert scope.run_uuids == {r.run.uuid for r in rows if r.run}
     assert scope.column_outputs == {edge.output for r in rows for edge in r.column_edges}
-    assert not change_scope([])
+    assert not change_scope(fold([]))
 
 
 def test_changed_messages_are_whole_states_not_deltas() -> None:

@@ -12,55 +12,11 @@ import attrs
 import pytest
 from sqlalchemy import create_engine, text
 
-from consumer.ingest import Ingestor, SourceState
+from consumer.ingest import Ingestor
 from consumer.store import open_store
+from tests.consumer.helpers import ListDeadLetters, ListSource, Record
 from tests.support.databases import POSTGRES_ADMIN_URL
 from tests.support.events import batch_write, table
-
-
-@attrs.define
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    value: bytes | None
-
-
-@attrs.define
-class ListSource:
-    records: list[Record]
-    position: int = 0
-    committed: int = 0
-
-    def poll(self, timeout_ms: int) -> list[Record]:
-        batch = self.records[self.position : self.position + 2]
-        self.position += len(batch)
-        return batch
-
-    def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool:
-        self.committed = next_offsets[("events", 0)]
-        return True
-
-    def rewind(self, first_offsets: dict[tuple[str, int], int]) -> None:
-        self.position = first_offsets[("events", 0)]
-
-    def on_revoke(self, callback) -> None:  # type: ignore[no-untyped-def]
-        pass
-
-    def state(self) -> SourceState:
-        return SourceState(assigned=(("events", 0),))
-
-
-@attrs.define
-class ListDeadLetters:
-    sent: list[tuple[bytes | None, list]] = attrs.Factory(list)
-    max_value_bytes: int = 1000
-
-    def send(self, value, headers, key=None) -> None:  # type: ignore[no-untyped-def]
-        self.sent.append((value, headers))
-
-    def flush(self, timeout_seconds: float = 30.0) -> None:
-        pass
 
 
 @pytest.fixture
@@ -128,9 +84,9 @@ class SlowStore:
     store: object
     writes: int = 0
 
-    def write(self, batch):  # type: ignore[no-untyped-def]
+    def write_folded(self, folded, events):  # type: ignore[no-untyped-def]
         time.sleep(0.2)
-        stored = self.store.write(batch)  # type: ignore[attr-defined]
+        stored = self.store.write_folded(folded, events)  # type: ignore[attr-defined]
         self.writes += 1
         return stored
 

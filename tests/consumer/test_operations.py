@@ -82,7 +82,7 @@ def test_readiness_follows_the_ingestion_loop(sqlite_store):
 
 def test_store_metrics_count_events_batches_and_dead_letters():
     observability = Observability()
-    observability.batch_stored(StoredBatch(rows=[object()] * 3, new_events=2, seconds=0.02))  # type: ignore[list-item]
+    observability.batch_stored(StoredBatch(events=3, new_events=2, seconds=0.02))
     observability.dead_lettered("too_large")
     text = observability.render()[0].decode()
     assert _metric(text, "lineage_events_stored_total") == 2

@@ -243,7 +243,8 @@ def test_rebuild_from_raw_events_reproduces_the_stores(store):
 
 
 def test_an_event_the_database_rejects_is_isolated_and_the_rest_stored(postgres_store):
-    from consumer.ingest import prepare, write_isolating
+    from consumer.ingest import write_isolating
+    from consumer.prepare import prepare
 
     good_a = batch_write("job_a", [table("raw", "a", ["x"])], table("mart", "a", ["x"]))
     too_long = batch_write("j" * 2000, [table("raw", "b", ["x"])], table("mart", "b", ["x"]))[0]
@@ -384,3 +385,18 @@ def test_a_batch_costs_the_same_statements_whatever_its_size(store):
     assert [statement for statement, _ in large] == [statement for statement, _ in small]
     if store.engine.dialect.name == "postgresql":
         assert [(statement, sets) for statement, sets in large if sets != 1] == []
+
+
+def test_facets_are_kept_as_received_null_facets_and_numbers_beyond_64_bits_included(store):
+    output = table("mart", "big", ["id"], snapshot="big-1")
+    output["facets"]["custom"] = {"total": 2**70, "ratio": 0.5, "names": ["é", None]}
+    output["facets"]["withdrawn"] = None
+    write_events(store, [run_event("COMPLETE", "job", [], [output], run_id=str(uuid.uuid4()), at=BASE_TIME)])
+
+    with store.engine.connect() as connection:
+        dataset_facets = connection.execute(text("SELECT facets FROM datasets WHERE name LIKE '%big'")).scalar_one()
+        version_facets = connection.execute(text("SELECT facets FROM dataset_versions")).scalar_one()
+    dataset_facets, version_facets = (json.loads(f) if isinstance(f, str) else f for f in (dataset_facets, version_facets))
+    assert dataset_facets["custom"] == {"total": 2**70, "ratio": 0.5, "names": ["é", None]}
+    assert "withdrawn" not in dataset_facets, "a null facet merges nothing"
+    assert version_facets["withdrawn"] is None and version_facets["custom"]["total"] == 2**70, "a version keeps what was said"

@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
-from consumer.ingest import prepare
 from consumer.partitions import parse_partition, partition_name, partition_names
+from consumer.prepare import prepare
 from consumer.query import lineage_store as ls
 from consumer.query.cli import main
 from consumer.query.errors import BadParameter, NotFound

@@ -1,0 +1,538 @@
+"""Pure: a batch of materialized events -> the rows it gives each table, by natural key.
+
+Everything here is a function of the batch alone; what the store already holds (row ids, stored
+values, run numbers) is merged in by the writer (consumer.store.writer), under the same rules:
+- times: `created_at`/`first_seen` are the earliest event time, `updated_at`/`last_seen` the
+  latest;
+- values and facets of jobs, datasets and runs merge key by key, each key holding the value of
+  the newest event that carried it (a non-null value); `times` keep each key's event time;
+- run state: the latest terminal event's state, else the highest of NEW < RUNNING;
+- a dataset version keeps what its earliest event said; a snapshot row what its newest said.
+Events of one entity with the same event time are the one limit: the one later in the batch wins
+(`Folded` keeps the batch's order for that).
+
+A folded batch is plain data (tuples, dicts, strings, datetimes), so it is cheap to build in a
+worker process and hand to the one that writes (consumer.prepare)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from consumer import json_codec
+from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, EventRows, Facets, FieldRow, RawEvent
+
+JobKey = tuple[str, str]  # (namespace, name)
+FieldKey = tuple[DatasetKey, str]  # (dataset, field name)
+
+DATASET_VALUES = ("type", "source_name", "source_uri", "description", "database_name", "table_name", "current_version")
+JOB_VALUES = ("type", "integration", "job_type", "description", "location", "current_version")
+RUN_VALUES = (
+    "nominal_start_time",
+    "nominal_end_time",
+    "parent_run_uuid",
+    "parent_job_namespace",
+    "parent_job_name",
+    "job_version",
+)
+
+# A facet's key in `Merged.times` (values' keys are their column names).
+FACET = "facets."
+STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: stamps compare as text in time order
+
+
+@lru_cache(maxsize=8192)  # a batch stamps each event's time once per entity it touches
+def stamp(time: datetime) -> str:
+    return time.astimezone(timezone.utc).strftime(STAMP)
+
+
+def unstamp(text: str) -> datetime:
+    return datetime.strptime(text, STAMP).replace(tzinfo=timezone.utc)
+
+
+class Merged:
+    """Values merged key by key, each key holding the newest event's non-null value; `times`
+    (stamps, the `merged_at` column) record which event time each key came from. Facets are
+    encoded members (materialize.Facets)."""
+
+    def __init__(self, values: Mapping[str, Any], facets: Facets, times: Mapping[str, str]) -> None:
+        self.values = dict(values)
+        self.facets = dict(facets)
+        self.times = dict(times)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Merged) and (self.values, self.facets, self.times) == (other.values, other.facets, other.times)
+
+    def __repr__(self) -> str:
+        return f"Merged({self.values!r}, {self.facets!r}, {self.times!r})"
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def add(self, time: datetime, values: Mapping[str, Any], facets: Facets) -> None:
+        self.add_stamped(stamp(time), values, facets)
+
+    def add_stamped(self, at: str, values: Mapping[str, Any], facets: Facets) -> None:
+        for key, value in values.items():
+            if value is not None and at >= self.times.get(key, ""):
+                self.values[key], self.times[key] = value, at
+        for key, value in facets.items():
+            if value != json_codec.NULL and at >= self.times.get(f"{FACET}{key}", ""):
+                self.facets[key], self.times[f"{FACET}{key}"] = value, at
+
+    def absorb(self, later: Merged) -> None:
+        """Merge `later` (what events written after this one's merged) in: on equal times it wins."""
+        for key, at in later.times.items():
+            if at >= self.times.get(key, ""):
+                self.times[key] = at
+                if key.startswith(FACET):
+                    self.facets[key[len(FACET) :]] = later.facets[key[len(FACET) :]]
+                else:
+                    self.values[key] = later.values[key]
+
+    def newest(self) -> datetime | None:
+        newest = max(self.times.values(), default=None)
+        return None if newest is None else unstamp(newest)
+
+
+def keeps_stored_facets(stored_times: Mapping[str, str] | None, batch: Merged) -> bool:
+    """Whether a stored facet survives merging `batch` into its row: one the batch does not carry
+    at the same or a later time (Merged's rule). Without stored times (rows written before
+    `merged_at` existed) every stored facet may."""
+    if stored_times is None:
+        return True
+    return any(batch.times.get(key, "") < at for key, at in stored_times.items() if key.startswith(FACET))
+
+
+class EntityFold(NamedTuple):
+    """A dataset or job in the batch: its own events' merged values, and the first and last time
+    an event named it (its own events, or, for a dataset, column-lineage edges naming it)."""
+
+    merged: Merged
+    first_named: datetime
+    last_named: datetime
+
+
+class RunFold(NamedTuple):
+    job: JobKey  # of the run's first event in the batch
+    state: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    merged: Merged
+    created_at: datetime
+    updated_at: datetime
+
+
+# The many-row tables' rows are plain tuples: a batch has thousands, and a worker process pickles
+# plain tuples several times faster than named ones.
+
+# (dataset, name, type, description, tags, from_schema, created_at, updated_at)
+FieldFold = tuple[DatasetKey, str, "str | None", "str | None", Any, bool, datetime, datetime]
+# (output dataset, output field (None: a dataset-level input), input dataset, input field, type,
+#  subtype, description, masking, job, first_seen, last_seen, last run)
+EdgeFold = tuple[
+    DatasetKey, "str | None", DatasetKey, str, str, str, "str | None", bool, JobKey, datetime, datetime, "str | None"
+]
+# (job, dataset, direction, first_seen, last_seen, last run)
+JobIoFold = tuple[JobKey, DatasetKey, str, datetime, datetime, "str | None"]
+# (dataset, version, run (of the earliest event, when it wrote the dataset), fields (JSON), facets, created_at)
+VersionFold = tuple[DatasetKey, str, "str | None", "bytes | None", Facets, datetime]
+# (run, job, batch id, dataset, direction, snapshot id, kind, partitions, start offset, end offset,
+#  created_at, position). Batch id None: the run's number (runs.run_seq) is its barrier id.
+# Position: the event's place in the batch, which breaks ties of created_at once barrier ids are known.
+SnapshotFold = tuple[str, JobKey, "int | None", DatasetKey, str, str, "str | None", Any, Any, Any, datetime, int]
+# (run, event type, state, time)
+RunStateFold = tuple[str, str, str, datetime]
+# (content hash, kind, event type, event time, run, job namespace, job name, payload): materialize.RawEvent's fields
+RawFold = tuple[str, str, "str | None", datetime, "str | None", "str | None", "str | None", str]
+
+
+class Folded(NamedTuple):
+    """One batch's rows by natural key, in the order the store writes them."""
+
+    events: int  # events folded (duplicates by hash counted once)
+    hashes: tuple[str, ...]
+    lock_ids: tuple[int, ...]  # advisory lock ids of every job, dataset and run, ascending
+    raw: tuple[RawFold, ...]
+    namespaces: dict[str, tuple[datetime, datetime]]
+    datasets: dict[DatasetKey, EntityFold]
+    fields: tuple[FieldFold, ...]
+    jobs: dict[JobKey, EntityFold]
+    runs: dict[str, RunFold]
+    run_states: tuple[RunStateFold, ...]
+    versions: tuple[VersionFold, ...]
+    job_io: tuple[JobIoFold, ...]
+    edges: tuple[EdgeFold, ...]
+    snapshots: tuple[SnapshotFold, ...]
+    partitions: dict[tuple[str, int | None, DatasetKey, str], frozenset[str]]
+
+
+def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
+    """Fold `events` (the first of each content hash) in the order the store applies them: by
+    content hash (ingestion), or as given (`by_hash=False`: replay, in event-time order)."""
+    unique: dict[str, EventRows] = {}
+    for rows in events:
+        unique.setdefault(rows.raw.content_hash, rows)
+    batch = [unique[key] for key in sorted(unique)] if by_hash else list(unique.values())
+    return Folded(
+        events=len(batch),
+        hashes=tuple(sorted(unique)),
+        lock_ids=_lock_ids(batch),
+        raw=tuple(_raw(rows.raw) for rows in batch),
+        namespaces=_namespaces(batch),
+        datasets=_datasets(batch),
+        fields=_fields(batch),
+        jobs=_jobs(batch),
+        runs=_runs(batch),
+        run_states=_run_states(batch),
+        versions=_versions(batch),
+        job_io=_job_io(batch),
+        edges=_edges(batch),
+        snapshots=_snapshots(batch),
+        partitions=_partitions(batch),
+    )
+
+
+def _raw(raw: RawEvent) -> RawFold:
+    return (
+        raw.content_hash,
+        raw.kind,
+        raw.event_type,
+        raw.event_time,
+        raw.run_uuid,
+        raw.job_namespace,
+        raw.job_name,
+        raw.payload,
+    )
+
+
+def lock_id(kind: str, key: Any) -> int:
+    digest = hashlib.blake2b(f"{kind}\x00{key!r}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _lock_ids(batch: Sequence[EventRows]) -> tuple[int, ...]:
+    keys: set[tuple[str, Any]] = set()
+    for rows in batch:
+        if rows.job:
+            keys.add(("job", (rows.job.namespace, rows.job.name)))
+        if rows.run:
+            keys.add(("run", rows.run.uuid))
+        keys.update(("dataset", (dataset.namespace, dataset.name)) for dataset in rows.datasets)
+        keys.update(("dataset", key) for key in edge_datasets(rows))
+    return tuple(sorted({lock_id(kind, key) for kind, key in keys}))
+
+
+def edge_datasets(rows: EventRows) -> set[DatasetKey]:
+    """The datasets an event's column-lineage edges name."""
+    return {edge.input for edge in rows.column_edges} | {edge.output for edge in rows.column_edges}
+
+
+def _widen(spans: dict[Any, tuple[datetime, datetime]], key: Any, time: datetime) -> None:
+    first, last = spans.get(key, (time, time))
+    spans[key] = (min(first, time), max(last, time))
+
+
+def _namespaces(batch: Sequence[EventRows]) -> dict[str, tuple[datetime, datetime]]:
+    spans: dict[str, tuple[datetime, datetime]] = {}
+    for rows in batch:
+        names = {d.namespace for d in rows.datasets} | {dataset[0] for dataset in edge_datasets(rows)}
+        names |= {rows.job.namespace} if rows.job else set()
+        for name in names:
+            _widen(spans, name, rows.event_time)
+    return spans
+
+
+def _datasets(batch: Sequence[EventRows]) -> dict[DatasetKey, EntityFold]:
+    merged: dict[DatasetKey, Merged] = {}
+    named: dict[DatasetKey, tuple[datetime, datetime]] = {}
+    for rows in batch:
+        at = stamp(rows.event_time)
+        for dataset in rows.datasets:
+            key = (dataset.namespace, dataset.name)
+            change = {column: getattr(dataset, column) for column in DATASET_VALUES if column != "current_version"}
+            change["current_version"] = dataset.version
+            merged.setdefault(key, Merged({}, {}, {})).add_stamped(at, change, dataset.facets)
+            _widen(named, key, rows.event_time)
+        for key in edge_datasets(rows):
+            _widen(named, key, rows.event_time)
+    nothing = Merged({}, {}, {})  # a dataset known only from edges
+    return {key: EntityFold(merged.get(key, nothing), named[key][0], named[key][1]) for key in sorted(named)}
+
+
+def _jobs(batch: Sequence[EventRows]) -> dict[JobKey, EntityFold]:
+    merged: dict[JobKey, Merged] = {}
+    seen: dict[JobKey, tuple[datetime, datetime]] = {}
+    for rows in batch:
+        job = rows.job
+        if job is None:
+            continue
+        key = (job.namespace, job.name)
+        change = {column: getattr(job, column) for column in JOB_VALUES if column != "current_version"}
+        merged.setdefault(key, Merged({}, {}, {})).add(rows.event_time, {**change, "current_version": job.version}, job.facets)
+        _widen(seen, key, rows.event_time)
+    return {key: EntityFold(merged[key], seen[key][0], seen[key][1]) for key in sorted(merged)}
+
+
+def _runs(batch: Sequence[EventRows]) -> dict[str, RunFold]:
+    events_by_run: dict[str, list[EventRows]] = defaultdict(list)
+    for rows in batch:
+        if rows.run:
+            events_by_run[rows.run.uuid].append(rows)
+    return {uuid: _fold_run(events_by_run[uuid]) for uuid in sorted(events_by_run)}
+
+
+def _fold_run(run_events: list[EventRows]) -> RunFold:
+    first_job = run_events[0].job
+    assert first_job is not None
+    state, started_at, ended_at = "NEW", None, None
+    merged = Merged({}, {}, {})
+    for rows in sorted(run_events, key=lambda rows: rows.event_time):
+        run, job, time = rows.run, rows.job, rows.event_time
+        assert run is not None and job is not None
+        state, ended_at = next_state(state, ended_at, run.state, time)
+        if run.event_type in ("START", "RUNNING"):
+            started_at = min(filter(None, (started_at, time)))
+        change = {column: getattr(run, column) for column in RUN_VALUES if column != "job_version"}
+        merged.add(time, {**change, "job_version": job.version}, run.facets)
+    times = [rows.event_time for rows in run_events]
+    return RunFold((first_job.namespace, first_job.name), state, started_at, ended_at, merged, min(times), max(times))
+
+
+def next_state(state: str, ended_at: datetime | None, event_state: str, time: datetime) -> tuple[str, datetime | None]:
+    """A run's (state, ended_at) after an event in state `event_state` at `time`: terminal states
+    beat NEW/RUNNING, of two terminal ones the later wins (on equal times the one applied last)."""
+    if event_state in TERMINAL_STATES:
+        if state not in TERMINAL_STATES or ended_at is None or time >= ended_at:
+            state = event_state
+        return state, max(filter(None, (ended_at, time)))
+    if STATE_RANK[event_state] > STATE_RANK[state]:
+        state = event_state
+    return state, ended_at
+
+
+def _run_states(batch: Sequence[EventRows]) -> tuple[tuple[str, str, str, datetime], ...]:
+    found = {
+        (rows.run.uuid, rows.run.event_type, rows.event_time): (
+            rows.run.uuid,
+            rows.run.event_type,
+            rows.run.state,
+            rows.event_time,
+        )
+        for rows in batch
+        if rows.run
+    }
+    return tuple(found[key] for key in sorted(found))
+
+
+def _fields(batch: Sequence[EventRows]) -> tuple[FieldFold, ...]:
+    """One row per (dataset, field): created_at = the earliest event naming it, updated_at and
+    type/description/tags = the newest schema carrying it (a field known only from column-lineage
+    edges: the newest edge). Per dataset, its schema's fields first, in schema order, then the
+    fields known from edges: a new dataset's field ids (the order readers list them in) follow its
+    schema."""
+    folded: dict[FieldKey, list[Any]] = {}
+    # Most events of a batch repeat a dataset's schema: each distinct field list once, with its time span.
+    # (Field tags are lists: schemas are compared, not hashed.)
+    schemas: dict[DatasetKey, list[list[Any]]] = defaultdict(list)
+    for rows in batch:
+        for dataset in rows.datasets:
+            if not dataset.fields:
+                continue
+            seen = schemas[(dataset.namespace, dataset.name)]
+            for entry in seen:
+                if entry[0] == dataset.fields:
+                    entry[1], entry[2] = min(entry[1], rows.event_time), max(entry[2], rows.event_time)
+                    break
+            else:
+                seen.append([dataset.fields, rows.event_time, rows.event_time])
+    for dataset_key, entries in schemas.items():
+        for fields, first, last in sorted(entries, key=lambda entry: entry[1]):
+            for field in fields:
+                _fold_field(folded, (dataset_key, field.name), first, last, field)
+    for key, (first, last) in _edge_field_spans(batch).items():
+        _fold_field(folded, key, first, last, None)
+    return tuple((key[0], key[1], *values) for key, values in folded.items())
+
+
+def _edge_field_spans(batch: Sequence[EventRows]) -> dict[FieldKey, list[datetime]]:
+    """Every field a column-lineage edge of the batch names, with the first and last time one did."""
+    spans: dict[FieldKey, list[datetime]] = {}
+    for rows in batch:
+        time = rows.event_time
+        named = {(edge.input, edge.input_field) for edge in rows.column_edges}
+        named.update((edge.output, edge.output_field) for edge in rows.column_edges if edge.output_field is not None)
+        for key in named:
+            span = spans.get(key)
+            if span is None:
+                spans[key] = [time, time]
+            elif time < span[0]:
+                span[0] = time
+            elif time > span[1]:
+                span[1] = time
+    return spans
+
+
+# The positions of a field's values in `_fold_field`'s lists.
+_TYPE, _DESCRIPTION, _TAGS, _FROM_SCHEMA, _CREATED, _UPDATED = range(6)
+
+
+def _fold_field(
+    folded: dict[FieldKey, list[Any]], key: FieldKey, first: datetime, last: datetime, field: FieldRow | None
+) -> None:
+    """Fold one mention of a field (from a schema, or from an edge when `field` is None) into the
+    batch's row for it (the same rule the store's upsert applies)."""
+    current = folded.get(key)
+    if current is None:
+        folded[key] = current = [None, None, None, False, first, last]
+        if field is None:
+            return
+    current[_CREATED] = min(current[_CREATED], first)
+    from_schema = field is not None
+    take = (from_schema and (not current[_FROM_SCHEMA] or last >= current[_UPDATED])) or (
+        not from_schema and not current[_FROM_SCHEMA] and last >= current[_UPDATED]
+    )
+    if take:
+        current[_UPDATED] = last
+        if field is not None:
+            current[_TYPE], current[_DESCRIPTION], current[_FROM_SCHEMA] = field.type, field.description, True
+            if field.tags is not None:
+                current[_TAGS] = field.tags
+
+
+def _versions(batch: Sequence[EventRows]) -> tuple[VersionFold, ...]:
+    """Each version keeps what its earliest event said (and the run of that event, for an output)."""
+    found: dict[tuple[DatasetKey, str], VersionFold] = {}
+    for rows in batch:
+        for dataset in rows.datasets:
+            if dataset.version is None:
+                continue
+            key = ((dataset.namespace, dataset.name), dataset.version)
+            if key in found and found[key][5] <= rows.event_time:
+                continue
+            found[key] = (
+                key[0],
+                dataset.version,
+                rows.run.uuid if rows.run and dataset.direction == "output" else None,
+                None if dataset.fields is None else _fields_json(dataset.fields),
+                dataset.facets,
+                rows.event_time,
+            )
+    return tuple(found[key] for key in sorted(found))
+
+
+def _fields_json(fields: Sequence[FieldRow]) -> bytes:
+    return json_codec.dumps_bytes(
+        [{"name": f.name, "type": f.type, "description": f.description, "tags": f.tags} for f in fields]
+    )
+
+
+def _job_io(batch: Sequence[EventRows]) -> tuple[JobIoFold, ...]:
+    spans: dict[tuple[JobKey, DatasetKey, str], list[Any]] = {}
+    for rows in batch:
+        if not rows.job:
+            continue
+        job = (rows.job.namespace, rows.job.name)
+        run = rows.run.uuid if rows.run else None
+        for dataset in rows.datasets:
+            key = (job, (dataset.namespace, dataset.name), dataset.direction or "input")
+            _span(spans, key, rows.event_time, run)
+    return tuple((*key, *spans[key]) for key in sorted(spans))
+
+
+def _span(spans: dict[Any, list[Any]], key: Any, time: datetime, run: str | None) -> bool:
+    """Widen the span [first_seen, last_seen, last_run] of `key` by a sighting at `time`; whether
+    that sighting is the newest so far (on equal times the later one is)."""
+    current = spans.get(key)
+    if current is None:
+        spans[key] = [time, time, run]
+        return True
+    if time < current[0]:
+        current[0] = time
+    if time >= current[1]:
+        current[1], current[2] = time, run
+        return True
+    return False
+
+
+def _edges(batch: Sequence[EventRows]) -> tuple[EdgeFold, ...]:
+    spans: dict[tuple[Any, ...], list[Any]] = {}
+    newest: dict[tuple[Any, ...], tuple[str | None, bool, JobKey]] = {}
+    for rows in batch:
+        if not rows.job:
+            continue
+        job = (rows.job.namespace, rows.job.name)
+        run = rows.run.uuid if rows.run else None
+        time = rows.event_time
+        for edge in rows.column_edges:
+            key = (edge.output, edge.output_field, edge.input, edge.input_field, edge.type, edge.subtype)
+            if _span(spans, key, time, run):
+                newest[key] = (edge.description, edge.masking, job)
+    return tuple(_edge_fold(key, newest[key], spans[key]) for key in sorted(spans, key=_edge_order))
+
+
+def _edge_fold(key: tuple[Any, ...], newest: tuple[str | None, bool, JobKey], span: list[Any]) -> EdgeFold:
+    output, output_field, input_key, input_field, kind, subtype = key
+    description, masking, job = newest
+    first_seen, last_seen, last_run = span
+    return (
+        output,
+        output_field,
+        input_key,
+        input_field,
+        kind,
+        subtype,
+        description,
+        masking,
+        job,
+        first_seen,
+        last_seen,
+        last_run,
+    )
+
+
+def _edge_order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (key[0], key[1] or "", key[2], key[3], key[4], key[5])
+
+
+def _snapshots(batch: Sequence[EventRows]) -> tuple[SnapshotFold, ...]:
+    """Per run, barrier, dataset and direction, what its newest event said."""
+    found: dict[tuple[str, int | None, DatasetKey, str], SnapshotFold] = {}
+    for position, rows in enumerate(batch):
+        if not rows.run or not rows.job:
+            continue
+        for snapshot in rows.snapshots:
+            key = (rows.run.uuid, snapshot.batch_id, snapshot.dataset, snapshot.direction)
+            if key in found and found[key][10] > rows.event_time:
+                continue
+            found[key] = (
+                rows.run.uuid,
+                (rows.job.namespace, rows.job.name),
+                snapshot.batch_id,
+                snapshot.dataset,
+                snapshot.direction,
+                snapshot.snapshot_id,
+                snapshot.kind,
+                snapshot.partitions,
+                snapshot.start_offset,
+                snapshot.end_offset,
+                rows.event_time,
+                position,
+            )
+    return tuple(found[key] for key in sorted(found, key=lambda key: (key[0], key[1] is not None, key[1] or 0, key[2], key[3])))
+
+
+def _partitions(batch: Sequence[EventRows]) -> dict[tuple[str, int | None, DatasetKey, str], frozenset[str]]:
+    """The partitions each run, barrier, dataset and direction read or wrote: the union over its
+    events (so any order or batching of them gives the same rows)."""
+    wanted: dict[tuple[str, int | None, DatasetKey, str], set[str]] = defaultdict(set)
+    for rows in batch:
+        if not rows.run or not rows.job:
+            continue
+        for snapshot in rows.snapshots:
+            if snapshot.partition_names:
+                wanted[(rows.run.uuid, snapshot.batch_id, snapshot.dataset, snapshot.direction)].update(snapshot.partition_names)
+    return {key: frozenset(names) for key, names in wanted.items()}
