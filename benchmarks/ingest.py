@@ -13,6 +13,8 @@ same run measures:
           6-partition copy of the topic, each count into a fresh database; the clock runs from
           the first event stored to the last (group joins not counted).
 Both raw and ingest clocks start at the first record received, so Tansu's group-join delay is not counted.
+Beside raw and ingest, how many of the machine's cores were busy meanwhile (every process: the
+consumer and its worker, the database server, the broker; from /proc/stat).
 Uses $KAFKA_BOOTSTRAP_SERVERS, else starts a Tansu broker (demo.broker) on a free port.
 """
 
@@ -90,19 +92,52 @@ def produce(bootstrap: str, topic: str, runs: int, partitions: int = 1) -> int:
     return count
 
 
-def raw_rate(bootstrap: str, topic: str, expected: int) -> float:
+class BusyCores:
+    """Cores busy on the whole machine between `start` and `stop` (None where /proc/stat is missing)."""
+
+    def __init__(self) -> None:
+        self._start: tuple[int, int] | None = None
+        self.busy: float | None = None
+
+    def start(self) -> None:
+        self._start = _cpu_ticks()
+
+    def stop(self) -> None:
+        end = _cpu_ticks()
+        if self._start is not None and end is not None and end[1] > self._start[1]:
+            self.busy = (end[0] - self._start[0]) / (end[1] - self._start[1]) * (os.cpu_count() or 1)
+
+    def __str__(self) -> str:
+        return "" if self.busy is None else f" ({self.busy:.1f} of {os.cpu_count()} cores busy)"
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, all) clock ticks of every CPU since boot."""
+    try:
+        ticks = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def raw_rate(bootstrap: str, topic: str, expected: int, cores: BusyCores | None = None) -> float:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=500)
     partitions = [TopicPartition(topic, number) for number in sorted(consumer.partitions_for_topic(topic) or {0})]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
+    cores = cores or BusyCores()
     seen, started = 0, None
     while seen < expected:
         for records in consumer.poll(timeout_ms=1000).values():
-            started = started or time.perf_counter()
+            if started is None:
+                started = time.perf_counter()
+                cores.start()
             for record in records:
                 json.loads(record.value)
                 seen += 1
     elapsed = time.perf_counter() - (started or time.perf_counter())
+    cores.stop()
     consumer.close()
     return seen / elapsed
 
@@ -110,14 +145,16 @@ def raw_rate(bootstrap: str, topic: str, expected: int) -> float:
 class _FirstArrival:
     """Wraps the event source to note when the first records arrived (after the group join)."""
 
-    def __init__(self, source: EventSource) -> None:
+    def __init__(self, source: EventSource, cores: BusyCores) -> None:
         self.source = source
+        self.cores = cores
         self.first_arrival: float | None = None
 
     def poll(self, timeout_ms: int) -> list[Any]:
         records = self.source.poll(timeout_ms)
         if records and self.first_arrival is None:
             self.first_arrival = time.perf_counter()
+            self.cores.start()
         return records
 
     def commit(self, next_offsets: dict[tuple[str, int], int]) -> bool:
@@ -133,7 +170,9 @@ class _FirstArrival:
         return self.source.state()
 
 
-def ingest_rate(store_url: str, bootstrap: str, topic: str, expected: int, batch_size: int) -> float:
+def ingest_rate(
+    store_url: str, bootstrap: str, topic: str, expected: int, batch_size: int, cores: BusyCores | None = None
+) -> float:
     store = open_store(store_url)
     source = EventSource(
         bootstrap,
@@ -143,13 +182,15 @@ def ingest_rate(store_url: str, bootstrap: str, topic: str, expected: int, batch
         session_timeout_ms=10000,
         max_poll_interval_ms=30000,
     )
-    timed = _FirstArrival(source)
+    cores = cores or BusyCores()
+    timed = _FirstArrival(source, cores)
     dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
     ingestor = Ingestor(store, timed, dead_letters, poll_timeout_ms=1000)
     # Until every event is stored: records re-read after a rebalance count against the rate.
     while ingestor.stats.stored < expected:
         ingestor.run_once()
     elapsed = time.perf_counter() - (timed.first_arrival or time.perf_counter())
+    cores.stop()
     ingestor.close()
     source.close()
     dead_letters.close()
@@ -170,7 +211,9 @@ def replay_rate(store_url: str) -> float:
     return float(found.group(1))
 
 
-def processes_rate(store_url: str, bootstrap: str, topic: str, expected: int, processes: int, batch_size: int) -> float:
+def processes_rate(
+    store_url: str, bootstrap: str, topic: str, expected: int, processes: int, batch_size: int, cores: BusyCores
+) -> float:
     """`processes` ingest processes in one group; events/s from the first event stored to the last."""
     env = {
         **os.environ,
@@ -198,8 +241,10 @@ def processes_rate(store_url: str, bootstrap: str, topic: str, expected: int, pr
             now = time.perf_counter()
             if stored and first is None:
                 first = (now, stored)
+                cores.start()
             if stored >= expected:
                 assert first is not None
+                cores.stop()
                 return (stored - first[1]) / max(now - first[0], 1e-9)
             time.sleep(0.2)
         raise SystemExit(f"{processes} ingest processes did not store {expected} events in time")
@@ -255,12 +300,13 @@ def main() -> None:
             targets.append(("postgresql", pg_url, pg_name))
             try:
                 for label, url, _ in targets:
-                    raw = raw_rate(bootstrap, topic, count)
-                    ingest = ingest_rate(url, bootstrap, topic, count, args.batch_size)
+                    raw_cores, ingest_cores = BusyCores(), BusyCores()
+                    raw = raw_rate(bootstrap, topic, count, raw_cores)
+                    ingest = ingest_rate(url, bootstrap, topic, count, args.batch_size, ingest_cores)
                     replay = replay_rate(url)
                     print(
-                        f"{label:<11} raw {raw:9.0f} events/s   ingest {ingest:8.0f} events/s   ratio {ingest / raw:.3f}"
-                        f"   replay {replay:8.0f} events/s"
+                        f"{label:<11} raw {raw:9.0f} events/s{raw_cores}   ingest {ingest:8.0f} events/s{ingest_cores}"
+                        f"   ratio {ingest / raw:.3f}   replay {replay:8.0f} events/s"
                     )
             finally:
                 _drop_postgres(args.postgres, pg_name)
@@ -269,13 +315,14 @@ def main() -> None:
         rates: list[float] = []
         for processes in range(1, args.processes + 1):
             pg_url, pg_name = _fresh_postgres(args.postgres)
+            cores = BusyCores()
             try:
-                rates.append(processes_rate(pg_url, bootstrap, scaled_topic, count, processes, args.batch_size))
+                rates.append(processes_rate(pg_url, bootstrap, scaled_topic, count, processes, args.batch_size, cores))
             finally:
                 _drop_postgres(args.postgres, pg_name)
             print(
                 f"postgresql  {processes} ingest process{'es' if processes > 1 else '  '} on 6 partitions "
-                f"{rates[-1]:8.0f} events/s   x{rates[-1] / rates[0]:.2f} of one"
+                f"{rates[-1]:8.0f} events/s{cores}   x{rates[-1] / rates[0]:.2f} of one"
             )
     finally:
         if broker is not None:

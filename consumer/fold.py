@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from consumer import json_codec
 from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, EventRows, Facets, FieldRow, RawEvent
@@ -84,7 +84,7 @@ class Merged:
                 self.facets[key], self.times[f"{FACET}{key}"] = value, at
 
     def absorb(self, later: Merged) -> None:
-        """Merge `later` (what events written after this one's merged) in: on equal times it wins."""
+        """Merge in `later`, the merge of events applied after this one's: on equal times `later` wins."""
         for key, at in later.times.items():
             if at >= self.times.get(key, ""):
                 self.times[key] = at
@@ -475,23 +475,7 @@ def _edges(batch: Sequence[EventRows]) -> tuple[EdgeFold, ...]:
 
 
 def _edge_fold(key: tuple[Any, ...], newest: tuple[str | None, bool, JobKey], span: list[Any]) -> EdgeFold:
-    output, output_field, input_key, input_field, kind, subtype = key
-    description, masking, job = newest
-    first_seen, last_seen, last_run = span
-    return (
-        output,
-        output_field,
-        input_key,
-        input_field,
-        kind,
-        subtype,
-        description,
-        masking,
-        job,
-        first_seen,
-        last_seen,
-        last_run,
-    )
+    return cast(EdgeFold, (*key, *newest, *span))
 
 
 def _edge_order(key: tuple[Any, ...]) -> tuple[Any, ...]:

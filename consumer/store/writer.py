@@ -557,24 +557,11 @@ class _BatchWriter:
     ) -> None:
         per_field: dict[tuple[Any, ...], dict[str, Any]] = {}
         per_dataset: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for (
-            output,
-            output_field,
-            input_key,
-            input_field,
-            kind,
-            subtype,
-            description,
-            masking,
-            job,
-            first,
-            last,
-            run,
-        ) in folded.edges:
+        for output, out_field, source, in_field, kind, subtype, description, masking, job, first, last, run in folded.edges:
             output_id = dataset_ids[output]
-            input_id = dataset_ids[input_key]
-            input_field_id = field_ids[(input_id, input_field)]
-            output_field_id = None if output_field is None else field_ids[(output_id, output_field)]
+            input_id = dataset_ids[source]
+            input_field_id = field_ids[(input_id, in_field)]
+            output_field_id = None if out_field is None else field_ids[(output_id, out_field)]
             spans = per_dataset if output_field_id is None else per_field
             key = (output_id if output_field_id is None else output_field_id, input_field_id, kind, subtype)
             spans[key] = {
@@ -620,23 +607,10 @@ class _BatchWriter:
         values: dict[tuple[int, int, int, str], dict[str, Any]] = {}
         chosen: dict[tuple[int, int, int, str], tuple[datetime, int]] = {}
         stored_keys: dict[tuple[str, int | None, DatasetKey, str], tuple[int, int, int, str]] = {}
-        for (
-            run,
-            job,
-            batch_id,
-            dataset,
-            direction,
-            snapshot_id,
-            kind,
-            partitions,
-            start,
-            end,
-            created_at,
-            position,
-        ) in folded.snapshots:
-            barrier_id = batch_id if batch_id is not None else run_seqs[run]
+        for run, job, batch, dataset, direction, snapshot, kind, partitions, start, end, created_at, position in folded.snapshots:
+            barrier_id = batch if batch is not None else run_seqs[run]
             key = (run_ids[run], barrier_id, dataset_ids[dataset], direction)
-            stored_keys[(run, batch_id, dataset, direction)] = key
+            stored_keys[(run, batch, dataset, direction)] = key
             if key in chosen and chosen[key] > (created_at, position):
                 continue
             chosen[key] = (created_at, position)
@@ -646,7 +620,7 @@ class _BatchWriter:
                 "barrier_id": barrier_id,
                 "dataset_id": key[2],
                 "direction": direction,
-                "snapshot_id": snapshot_id,
+                "snapshot_id": snapshot,
                 "kind": kind,
                 "partitions": partitions,
                 "start_offset": start,
