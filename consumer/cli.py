@@ -31,6 +31,7 @@ _KAFKA = (
     "retire_after",
     "max_event_bytes",
     "log_format",
+    "prepare_process",
 )
 _HTTP = ("host", "port", "token", "max_event_bytes", "web_dir", "concurrent_requests")
 # Restarts of serve's ingestion thread after a failure: doubling pauses, reset after a long run.
@@ -62,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         "replay",
         _replay,
         "rebuild every derived store from the stored raw events, in event-time order",
-        _STORE + ("bootstrap_servers", "changes_topic"),
+        _STORE + ("bootstrap_servers", "changes_topic", "prepare_process"),
     )
     replay.add_argument(
         "--republish-changes",
@@ -171,7 +172,7 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
         _progress(err, done, total, done / max(time.monotonic() - started, 1e-9))
 
     # Pipelined as ingestion is: the next chunk is prepared (in a worker process) while the last one is being stored.
-    preparer = Preparer(None, by_hash=False)
+    preparer = Preparer(None, in_worker=Settings.from_args(args).prepare_in_worker, by_hash=False)
     in_flight: tuple[Future[None], int] | None = None
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-store") as store_thread:
@@ -223,6 +224,7 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
     follow each committed store transaction is passed here as an `after_store` callback."""
     from consumer.ingest import Ingestor
     from consumer.kafka_io import DeadLetters, EventSource
+    from consumer.prepare import Preparer
 
     source = EventSource(
         settings.bootstrap_servers,
@@ -245,6 +247,7 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
         retire_after=settings.retire_after,
         max_event_bytes=settings.max_event_bytes,
         metrics=observability,
+        preparer=Preparer(settings.max_event_bytes, in_worker=settings.prepare_in_worker),
     )
 
 

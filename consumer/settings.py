@@ -83,9 +83,16 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
         "largest event accepted, in bytes, from Kafka (larger: dead-lettered as too large) and over HTTP (larger: 413)",
     ),
     ("log_format", "--log-format", "LINEAGE_LOG_FORMAT", "text", "log lines as `text` or `json` (one JSON object per line)"),
+    (
+        "prepare_process",
+        "--prepare-process",
+        "LINEAGE_PREPARE_PROCESS",
+        "auto",
+        "prepare each batch (decode, validate, materialize, fold) in a worker process: `auto` (where the machine has a second CPU), `yes` or `no`",
+    ),
 )
 
-_CHOICES = {"log_format": ("text", "json")}
+_CHOICES = {"log_format": ("text", "json"), "prepare_process": ("auto", "yes", "no")}
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -120,6 +127,12 @@ class Settings:
     max_poll_interval_ms: int = 60000
     max_event_bytes: int = 4 * 1024 * 1024
     log_format: str = "text"
+    prepare_process: str = "auto"
+
+    @property
+    def prepare_in_worker(self) -> bool | None:
+        """consumer.prepare.Preparer's `in_worker` (None: decide by the CPUs)."""
+        return {"yes": True, "no": False}.get(self.prepare_process)
 
     @property
     def api_token(self) -> str | None:

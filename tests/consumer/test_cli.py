@@ -59,10 +59,11 @@ def test_migrate_is_versioned_and_idempotent(store_url):
     assert second.stdout.strip() == "schema at revision 0006 (nothing to apply)"
 
 
-def test_replay_rebuilds_the_same_stores_with_a_progress_bar(store, store_url):
+@pytest.mark.parametrize("prepare_process", ["yes", "no"])
+def test_replay_rebuilds_the_same_stores_with_a_progress_bar(store, store_url, prepare_process):
     write_events(store, _events())
     before = dump(store)
-    result = _consumer("replay", "--store", store_url)
+    result = _consumer("replay", "--store", store_url, "--prepare-process", prepare_process)
     assert result.returncode == 0, result.stderr
     assert "replay [" in result.stderr and "100% 2/2" in result.stderr
     assert re.search(r"100% 2/2 \d+ events/s", result.stderr) and "events/s)" in result.stdout
