@@ -124,9 +124,8 @@ def good_events(values: Sequence[bytes | str | None], prepared: Prepared) -> lis
 class Preparer:
     """Prepares batches in this process (`in_worker=False`) or in a worker process (the default
     where there is a second CPU): `python -m consumer.prepare`, started on the first batch, fed
-    over a pipe. A worker that dies is
-    replaced, and the batch it held is prepared here; a worker whose parent dies reads the end
-    of its pipe and exits."""
+    over a pipe. A worker that dies is replaced, and the batch it held is prepared here; a worker
+    whose parent dies reads the end of its pipe and exits."""
 
     def __init__(self, max_event_bytes: int | None, *, in_worker: bool | None = None, by_hash: bool = True) -> None:
         self.max_event_bytes = max_event_bytes
