@@ -197,16 +197,7 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
 
 
 def _raw(raw: RawEvent) -> RawFold:
-    return (
-        raw.content_hash,
-        raw.kind,
-        raw.event_type,
-        raw.event_time,
-        raw.run_uuid,
-        raw.job_namespace,
-        raw.job_name,
-        raw.payload,
-    )
+    return cast(RawFold, tuple(raw))
 
 
 def lock_id(kind: str, key: Any) -> int:

@@ -38,7 +38,7 @@ from consumer.fold import (
     next_state,
     stamp,
 )
-from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey
+from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, RawEvent
 from consumer.store.bulk import execute_many, overlapped
 from consumer.store.schema import (
     column_lineage,
@@ -56,7 +56,6 @@ from consumer.store.schema import (
 )
 
 CHUNK = 500
-_RAW_COLUMNS = ("content_hash", "kind", "event_type", "event_time", "run_uuid", "job_namespace", "job_name", "payload")
 BATCH_WORK_MEM = "64MB"
 # Below any number _number_runs uses while it renumbers (it passes through -1, -2, ...).
 _PROVISIONAL_SEQ = -1_000_000_000
@@ -152,7 +151,7 @@ class _BatchWriter:
     def raw_events(self, folded: Folded) -> None:
         self.many(
             self.insert(lineage_events).on_conflict_do_nothing(index_elements=["content_hash"]),
-            [dict(zip(_RAW_COLUMNS, raw, strict=True), received_at=self.now) for raw in folded.raw],
+            [dict(zip(RawEvent._fields, raw, strict=True), received_at=self.now) for raw in folded.raw],
         )
 
     # derived stores ---------------------------------------------------------------------
