@@ -73,9 +73,7 @@ class Merged:
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def add(self, time: datetime, values: Mapping[str, Any], facets: Facets) -> None:
-        self.add_stamped(stamp(time), values, facets)
-
-    def add_stamped(self, at: str, values: Mapping[str, Any], facets: Facets) -> None:
+        at = stamp(time)
         for key, value in values.items():
             if value is not None and at >= self.times.get(key, ""):
                 self.values[key], self.times[key] = value, at
@@ -177,13 +175,14 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
     for rows in events:
         unique.setdefault(rows.raw.content_hash, rows)
     batch = [unique[key] for key in sorted(unique)] if by_hash else list(unique.values())
+    edge_datasets = [_edge_datasets(rows) for rows in batch]  # three tables need them
     return Folded(
         events=len(batch),
         hashes=tuple(sorted(unique)),
-        lock_ids=_lock_ids(batch),
+        lock_ids=_lock_ids(batch, edge_datasets),
         raw=tuple(_raw(rows.raw) for rows in batch),
-        namespaces=_namespaces(batch),
-        datasets=_datasets(batch),
+        namespaces=_namespaces(batch, edge_datasets),
+        datasets=_datasets(batch, edge_datasets),
         fields=_fields(batch),
         jobs=_jobs(batch),
         runs=_runs(batch),
@@ -205,19 +204,19 @@ def lock_id(kind: str, key: Any) -> int:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def _lock_ids(batch: Sequence[EventRows]) -> tuple[int, ...]:
+def _lock_ids(batch: Sequence[EventRows], edge_datasets: Sequence[set[DatasetKey]]) -> tuple[int, ...]:
     keys: set[tuple[str, Any]] = set()
-    for rows in batch:
+    for rows, named in zip(batch, edge_datasets, strict=True):
         if rows.job:
             keys.add(("job", (rows.job.namespace, rows.job.name)))
         if rows.run:
             keys.add(("run", rows.run.uuid))
         keys.update(("dataset", (dataset.namespace, dataset.name)) for dataset in rows.datasets)
-        keys.update(("dataset", key) for key in edge_datasets(rows))
+        keys.update(("dataset", key) for key in named)
     return tuple(sorted({lock_id(kind, key) for kind, key in keys}))
 
 
-def edge_datasets(rows: EventRows) -> set[DatasetKey]:
+def _edge_datasets(rows: EventRows) -> set[DatasetKey]:
     """The datasets an event's column-lineage edges name."""
     return {edge.input for edge in rows.column_edges} | {edge.output for edge in rows.column_edges}
 
@@ -227,28 +226,27 @@ def _widen(spans: dict[Any, tuple[datetime, datetime]], key: Any, time: datetime
     spans[key] = (min(first, time), max(last, time))
 
 
-def _namespaces(batch: Sequence[EventRows]) -> dict[str, tuple[datetime, datetime]]:
+def _namespaces(batch: Sequence[EventRows], edge_datasets: Sequence[set[DatasetKey]]) -> dict[str, tuple[datetime, datetime]]:
     spans: dict[str, tuple[datetime, datetime]] = {}
-    for rows in batch:
-        names = {d.namespace for d in rows.datasets} | {dataset[0] for dataset in edge_datasets(rows)}
+    for rows, named in zip(batch, edge_datasets, strict=True):
+        names = {d.namespace for d in rows.datasets} | {dataset[0] for dataset in named}
         names |= {rows.job.namespace} if rows.job else set()
         for name in names:
             _widen(spans, name, rows.event_time)
     return spans
 
 
-def _datasets(batch: Sequence[EventRows]) -> dict[DatasetKey, EntityFold]:
+def _datasets(batch: Sequence[EventRows], edge_datasets: Sequence[set[DatasetKey]]) -> dict[DatasetKey, EntityFold]:
     merged: dict[DatasetKey, Merged] = {}
     named: dict[DatasetKey, tuple[datetime, datetime]] = {}
-    for rows in batch:
-        at = stamp(rows.event_time)
+    for rows, by_edges in zip(batch, edge_datasets, strict=True):
         for dataset in rows.datasets:
             key = (dataset.namespace, dataset.name)
             change = {column: getattr(dataset, column) for column in DATASET_VALUES if column != "current_version"}
             change["current_version"] = dataset.version
-            merged.setdefault(key, Merged({}, {}, {})).add_stamped(at, change, dataset.facets)
+            merged.setdefault(key, Merged({}, {}, {})).add(rows.event_time, change, dataset.facets)
             _widen(named, key, rows.event_time)
-        for key in edge_datasets(rows):
+        for key in by_edges:
             _widen(named, key, rows.event_time)
     nothing = Merged({}, {}, {})  # a dataset known only from edges
     return {key: EntityFold(merged.get(key, nothing), named[key][0], named[key][1]) for key in sorted(named)}

@@ -87,10 +87,11 @@ def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
         yield items[start : start + CHUNK]
 
 
-def _stored_merged(row: Mapping[str, Any] | None, columns: Sequence[str]) -> Merged:
-    """A stored row's merged values and facets (its facets only if they were read)."""
+def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], batch: Merged) -> Merged:
+    """A stored row's merged values and facets (its facets only if they were read), with the
+    batch's merged in after them."""
     if row is None:
-        return Merged({}, {}, {})
+        return batch
     values = {column: row[column] for column in columns}
     facets = json_codec.encode_members(row["facets"] or {})
     times = row.get("merged_at")
@@ -98,11 +99,7 @@ def _stored_merged(row: Mapping[str, Any] | None, columns: Sequence[str]) -> Mer
         at = stamp(row["updated_at"])
         times = {key: at for key, value in values.items() if value is not None}
         times.update({f"{FACET}{key}": at for key in facets})
-    return Merged(values, facets, times)
-
-
-def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], batch: Merged) -> Merged:
-    merged = _stored_merged(row, columns)
+    merged = Merged(values, facets, times)
     merged.absorb(batch)
     return merged
 
