@@ -6,10 +6,10 @@ of rows that was most of the write time. Here a statement is compiled once per c
 columns the rows carry, and the values are handled a column at a time: each column gets its
 dialect's bind processor once, and a column of times or flags (few distinct values, many rows)
 converts each distinct value once. SQLite: the driver's own `executemany` gets plain tuples (a C
-loop over one prepared statement). PostgreSQL: an INSERT becomes ONE statement for all its rows, each column
-sent as one array and the rows read back with `unnest` (`INSERT ... SELECT * FROM unnest(...)
-ON CONFLICT ...`): per-row statements cost the server a bind and an execution each, which was
-most of PostgreSQL's write time.
+loop over one prepared statement). PostgreSQL: an INSERT becomes ONE statement for all its rows,
+each column sent as one array and the rows read back with `unnest` (`INSERT ... SELECT * FROM
+unnest(...) ON CONFLICT ...`): per-row statements cost the server a bind and an execution each,
+which was most of PostgreSQL's write time.
 """
 
 from __future__ import annotations
