@@ -1,12 +1,11 @@
 """OpenLineage facets built from openlineage-python's classes, from plain captured data.
 
-Every builder is pure. `redact` is the one place secrets are masked: every string that ends up
-in a facet from Spark options or conf passes through it.
+Every builder is pure. Every string that ends up in a facet from Spark options, conf or an
+error passes through `emitter.redaction.redact`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -27,30 +26,13 @@ from openlineage.client.facet_v2 import (
 )
 
 from emitter.capture import SchemaField, TableRef
+from emitter.redaction import redact
 from emitter.snapshots import MicroBatch, Snapshot
 
 PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
 ADAPTER_VERSION = "0.1.0"
 # our custom facets' JSON Schemas (schemas/ in the repository); `_schemaURL` = `$id#/$defs/<Facet>`
 SCHEMA_BASE_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0"
-REDACTED = "***"
-SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|key|auth", re.IGNORECASE)
-# user:password@ inside URLs (jdbc:postgresql://u:p@host, s3a://AKIA:secret@bucket)
-_URL_USERINFO = re.compile(r"(?<=://)([^/@:\s]+):([^/@\s]+)@")
-_INLINE_SECRET = re.compile(r"((?:password|secret|token|credential|key)[a-z_]*=)([^;&\s]+)", re.IGNORECASE)
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """`value` with every secret masked: values under secret-looking keys, and credentials in URLs."""
-    if key and SECRET_KEY.search(key):
-        return REDACTED
-    if isinstance(value, Mapping):
-        return {k: redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(redact(item) for item in value)
-    if isinstance(value, str):
-        return _INLINE_SECRET.sub(lambda m: m.group(1) + REDACTED, _URL_USERINFO.sub(rf"\1:{REDACTED}@", value))
-    return value
 
 
 def schema_facet(fields: Sequence[SchemaField]) -> schema_dataset.SchemaDatasetFacet:

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
+
+from emitter.redaction import redact_text
 
 S3_SCHEMES = frozenset({"s3", "s3a", "s3n"})
 BUCKET_SCHEMES = S3_SCHEMES | {"gs", "wasbs", "wasb", "abfs", "abfss", "oss", "cos"}
 AZURE_SCHEMES = frozenset({"abfs", "abfss", "wasb", "wasbs"})  # container@account is no credential
-JDBC_SCHEMES = {"postgresql": "postgres"}
+JDBC_SCHEMES = {"postgresql": "postgres", "sqlserver": "mssql", "mariadb": "mysql"}
 LOCAL_SCHEMES = frozenset({"", "file", "local"})
 KAFKA_SCHEME = "kafka"
 # The relation options naming a streaming dataset: all a listener keeps (never credentials).
@@ -35,7 +37,13 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
-    """(namespace, name) of a storage location given as a URI or an absolute local path."""
+    """(namespace, name) of a storage location given as a URI or an absolute local path; never
+    a credential (user:password@, JDBC properties, `password=` anywhere: emitter.redaction)."""
+    namespace, name = _dataset_name(uri)
+    return redact_text(namespace), redact_text(name)
+
+
+def _dataset_name(uri: str) -> tuple[str, str]:
     if uri.startswith("jdbc:"):
         return _jdbc_name(uri[len("jdbc:") :])
     parts = urlsplit(uri)
@@ -53,16 +61,111 @@ def dataset_name(uri: str) -> tuple[str, str]:
     return f"{scheme}{authority}", _strip_trailing_slash(path or "/")
 
 
+def jdbc_location(url: str, table: str) -> str:
+    """The location of table `table` of JDBC database `url`, credentials already left out:
+    `dataset_name` reads it back as the table's (namespace, name)."""
+    namespace, database = _jdbc_name(url[len("jdbc:") :] if url.startswith("jdbc:") else url)
+    segments = [segment for segment in (database, table.strip()) if segment]
+    return f"jdbc:{namespace}/{'/'.join(segments)}"
+
+
 def _jdbc_name(url: str) -> tuple[str, str]:
-    """jdbc:postgresql://host:port/db + /table -> (postgres://host:port, db.table)."""
-    parts = urlsplit(url.split(";", 1)[0])
-    scheme = JDBC_SCHEMES.get(parts.scheme.lower(), parts.scheme.lower())
+    """(namespace, name) of a JDBC URL (without `jdbc:`) by the naming spec, whatever the dialect
+    puts where: never a user, password or any other connection property. The path segments after
+    the database (`jdbc_location`'s table) are part of the name."""
+    subprotocol = url.split(":", 1)[0].lower()
+    parse = _JDBC_DIALECTS.get(subprotocol, _generic_jdbc)
+    scheme, host, parts = parse(url)
+    return f"{JDBC_SCHEMES.get(scheme, scheme)}://{host}", ".".join(part for part in parts if part)
+
+
+def _generic_jdbc(url: str) -> tuple[str, str, list[str]]:
+    """`sub[:driver]://[user[:password]@]host[:port]/database[/table][?props][;props]` (PostgreSQL,
+    MySQL, MariaDB, Redshift, ...)."""
+    scheme = url.split(":", 1)[0].lower()
+    rest = url[url.index("//") :] if "//" in url else url[len(scheme) + 1 :]
+    parts = urlsplit(rest.split(";", 1)[0])
     segments = [segment for segment in unquote(parts.path).split("/") if segment]
-    return f"{scheme}://{_host_without_credentials(parts.netloc)}", ".".join(segments)
+    return scheme, _host_without_credentials(parts.netloc), segments
+
+
+def _sqlserver_jdbc(url: str) -> tuple[str, str, list[str]]:
+    """`sqlserver://host[\\instance][:port][/table];databaseName=db;user=u;password=p`."""
+    first, *pairs = url.split(";")
+    props = _properties(pairs)
+    parts = urlsplit(first[first.index("//") :] if "//" in first else "//")
+    host = _host_without_credentials(parts.netloc) or props.get("servername", "")
+    if props.get("portnumber") and ":" not in host:
+        host = f"{host}:{props['portnumber']}"
+    database = props.get("databasename") or props.get("database", "")
+    return "mssql", host, [database, *(segment for segment in unquote(parts.path).split("/") if segment)]
+
+
+def _oracle_jdbc(url: str) -> tuple[str, str, list[str]]:
+    """`oracle:thin:[user/password]@//host:port/service[/table]`, `...@host:port:SID`, or a
+    `(DESCRIPTION=(ADDRESS=(HOST=h)(PORT=p))(CONNECT_DATA=(SERVICE_NAME=s)))` descriptor; or
+    `oracle://host:port/service/table`, as `jdbc_location` writes it."""
+    if url.lower().startswith("oracle://"):
+        return _generic_jdbc(url)
+    target = url.rsplit("@", 1)[1] if "@" in url else url.split(":", 2)[-1]
+    target = target.split("?", 1)[0]
+    if target.lstrip().startswith("("):
+        described = {key.lower(): value for key, value in _DESCRIPTOR_VALUE.findall(target)}
+        host = described.get("host", "") + (f":{described['port']}" if described.get("port") else "")
+        table = target.rsplit(")", 1)[1].strip("/") if ")" in target else ""
+        return "oracle", host, [described.get("service_name") or described.get("sid", ""), *table.split("/")]
+    target = target.lstrip("/")
+    host_port, _, path = target.partition("/")
+    host, port, sid = (host_port.split(":") + ["", ""])[:3]
+    segments = [segment for segment in path.split("/") if segment]
+    authority = f"{host}:{port}" if port else host
+    return "oracle", authority, [sid, *segments] if sid else segments
+
+
+def _teradata_jdbc(url: str) -> tuple[str, str, list[str]]:
+    """`teradata://host[/table]/PARAM=value,PARAM=value` (USER, PASSWORD, DATABASE, DBS_PORT ...)."""
+    parts = urlsplit(url[url.index("//") :] if "//" in url else "//")
+    segments = [segment for segment in unquote(parts.path).split("/") if segment]
+    params = [segment for segment in segments if "=" in segment]
+    props = _properties(",".join(params).split(","))
+    host = _host_without_credentials(parts.netloc)
+    if props.get("dbs_port") and ":" not in host:
+        host = f"{host}:{props['dbs_port']}"
+    return "teradata", host, [props.get("database", ""), *(segment for segment in segments if "=" not in segment)]
+
+
+def _db2_jdbc(url: str) -> tuple[str, str, list[str]]:
+    """`db2://host:port/database[/table]:prop=value;prop=value;`."""
+    scheme, host, segments = _generic_jdbc(url)
+    return scheme, host, [segment.split(":", 1)[0] for segment in segments]
+
+
+def _snowflake_jdbc(url: str) -> tuple[str, str, list[str]]:
+    """`snowflake://account.snowflakecomputing.com/[table]?db=D&schema=S&user=u&password=p`."""
+    parts = urlsplit(url[url.index("//") :] if "//" in url else "//")
+    props = {key.lower(): value for key, value in parse_qsl(parts.query)}
+    account = _host_without_credentials(parts.netloc).split(":", 1)[0].split(".", 1)[0]
+    tables = [segment for segment in unquote(parts.path).split("/") if segment]
+    return "snowflake", account, [props.get("db", ""), props.get("schema", ""), *tables]
+
+
+def _properties(pairs: list[str]) -> dict[str, str]:
+    """`key=value` pieces, keys lowercased."""
+    return {key.strip().lower(): value.strip() for key, _, value in (pair.partition("=") for pair in pairs) if key.strip()}
+
+
+_DESCRIPTOR_VALUE = re.compile(r"\((HOST|PORT|SERVICE_NAME|SID)\s*=\s*([^)\s]+)\)", re.IGNORECASE)
+_JDBC_DIALECTS = {
+    "sqlserver": _sqlserver_jdbc,
+    "oracle": _oracle_jdbc,
+    "teradata": _teradata_jdbc,
+    "db2": _db2_jdbc,
+    "snowflake": _snowflake_jdbc,
+}
 
 
 def _host_without_credentials(netloc: str) -> str:
-    """Names never carry credentials (user:password@host)."""
+    """Names never carry credentials (user:password@host, user/password@host)."""
     return netloc.rsplit("@", 1)[-1]
 
 
@@ -96,8 +199,8 @@ def normalize(part: str) -> str:
 def job_name(app_name: str, command: str, output: str) -> str:
     """`{app}.{command}.{output}`, each part normalized. `app_name` is the Spark app name, or the
     `spark.openlineage.jobName` conf when set (it replaces only this part; `fullJobName` replaces
-    the whole name and bypasses this function)."""
-    parts = [normalize(app_name) or "spark", normalize(snake_case(command)), normalize(output)]
+    the whole name and bypasses this function). `output` (a location) loses its credentials first."""
+    parts = [normalize(app_name) or "spark", normalize(snake_case(command)), normalize(redact_text(output))]
     return ".".join(part for part in parts if part)
 
 

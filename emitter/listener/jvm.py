@@ -20,7 +20,7 @@ from typing import Any
 
 from emitter.capture import RelationInfo, SchemaField, TableRef, WriteInfo
 from emitter.listener import janino
-from emitter.naming import NAMING_OPTIONS, kafka_uris
+from emitter.naming import NAMING_OPTIONS, jdbc_location, kafka_uris
 from emitter.snapshots import is_iceberg, v2_table_version
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ def _logical_relation(leaf: Any) -> RelationInfo:
         url = options.get("url", "")
         table_name = options.get("dbtable") or options.get("query", "")
         return RelationInfo(
-            node_class="LogicalRelation", paths=(f"{url}/{table_name}",) if url else (), format="jdbc", schema=schema
+            node_class="LogicalRelation", paths=(jdbc_location(url, table_name),) if url else (), format="jdbc", schema=schema
         )
     return RelationInfo(
         node_class=info.node_class, table=info.table, table_location=info.table_location, schema=schema, format=relation_class
@@ -425,8 +425,8 @@ def _save_into_data_source(root: Any, command: str) -> WriteInfo:
     options = naming_options(root.options())
     source = simple_class(root.dataSource())
     location = options.get("path") or options.get("url", "")
-    if "dbtable" in options:
-        location = f"{location}/{options['dbtable']}"
+    if location.startswith("jdbc:"):
+        location = jdbc_location(location, options.get("dbtable") or options.get("query", ""))
     elif "kafka.bootstrap.servers" in options:
         location = next(iter(kafka_uris(options)), "")
     target = RelationInfo(

@@ -162,7 +162,7 @@ def test_a_jdbc_write_is_named_by_url_and_table_and_its_password_never_leaves_th
             (
                 spark.range(1)
                 .write.format("jdbc")
-                .option("url", "jdbc:postgresql://127.0.0.1:9/shop")
+                .option("url", "jdbc:postgresql://127.0.0.1:9/shop?user=etl&password=hunter2-in-url")
                 .option("dbtable", "public.orders")
                 .option("user", "etl")
                 .option("password", "hunter2-secret")

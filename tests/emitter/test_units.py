@@ -12,9 +12,9 @@ from openlineage.client.serde import Serde
 
 from emitter.capture import Capture, RelationInfo, SchemaField, SessionInfo, TableRef, WriteInfo
 from emitter.config import EmitterConfig, is_disabled, load_config
-from emitter.facets import redact
 from emitter.naming import dataset_name, job_name, table_namespace
 from emitter.pipeline import Pipeline, wraps
+from emitter.redaction import redact
 from tests.support.spec import assert_valid_event
 
 
