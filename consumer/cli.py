@@ -280,8 +280,10 @@ def _ingest(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    from consumer.store import redacted_url
+
     logging.getLogger(__name__).info(
-        "ingesting %s from %s into %s", settings.topic, settings.bootstrap_servers, settings.store_url
+        "ingesting %s from %s into %s", settings.topic, settings.bootstrap_servers, redacted_url(settings.store_url)
     )
     try:
         stats = ingestor.run(stop.is_set)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from consumer.store.store import Store, StoreBusy, StoreUnavailable, open_store
+    from consumer.store.store import Store, StoreBusy, StoreUnavailable, open_store, redacted_url
 
-__all__ = ["Store", "StoreBusy", "StoreUnavailable", "open_store"]
+__all__ = ["Store", "StoreBusy", "StoreUnavailable", "open_store", "redacted_url"]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator, Sequence, Set
 from contextlib import contextmanager
@@ -9,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
@@ -49,12 +50,24 @@ DERIVED_TABLES = (
 )
 
 
+REDACTED = "redacted"  # a query value: "***" would be percent-encoded
+SECRET_QUERY_KEY = re.compile(r"pass|pwd|secret|token|key|auth", re.IGNORECASE)
+
+
 class StoreUnavailable(RuntimeError):
     """The database cannot be reached or opened."""
 
 
 class StoreBusy(StoreUnavailable):
     """Another process writes this SQLite store (SQLite has one writer)."""
+
+
+def redacted_url(url: str | URL) -> str:
+    """`url` fit for a log line or an error message: no password, nor any secret-looking query
+    parameter (`?password=`, `sslpassword=`, `sslkey=` ...)."""
+    parsed = make_url(url)
+    query = {key: REDACTED if SECRET_QUERY_KEY.search(key) else value for key, value in parsed.query.items()}
+    return parsed.set(query=query).render_as_string(hide_password=True)
 
 
 def engine_for(url: str) -> Engine:
@@ -121,7 +134,7 @@ class Store:
 
     @property
     def url(self) -> str:
-        return self.engine.url.render_as_string(hide_password=True)
+        return redacted_url(self.engine.url)
 
     def migrate(self) -> list[str]:
         """Upgrade the schema to the newest revision; the revisions applied."""
@@ -247,7 +260,5 @@ def open_store(url: str, *, migrate: bool = True) -> Store:
                 pass
     except OperationalError as error:
         reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
-        raise StoreUnavailable(
-            f"cannot open the lineage store {make_url(url).render_as_string(hide_password=True)}: {reason}"
-        ) from None
+        raise StoreUnavailable(f"cannot open the lineage store {redacted_url(url)}: {reason}") from None
     return store

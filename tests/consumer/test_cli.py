@@ -14,6 +14,7 @@ import uuid
 import httpx
 import pytest
 from kafka import KafkaProducer
+from sqlalchemy.engine import make_url
 
 from tests.consumer.helpers import dump, write_events
 from tests.support.broker import free_port, unique_topic
@@ -174,3 +175,36 @@ def test_lineage_questions_are_handed_to_the_read_side_with_the_store(store, sto
     result = _consumer("lineage", "--json", "upstream", "mart.o", "--store", store_url)
     assert result.returncode == 0, result.stderr
     assert [t["name"] for t in json.loads(result.stdout)["tables"]] == ["/tmp/warehouse/raw.db/orders"]
+
+
+def test_store_urls_are_logged_and_reported_without_their_passwords(postgres_url, kafka_bootstrap):
+    with_password = make_url(postgres_url).set(password="hunter2-store").render_as_string(hide_password=False)
+    command = [sys.executable, "-m", "consumer", "ingest", "--store", with_password, "--bootstrap-servers", kafka_bootstrap]
+    ingesting = subprocess.Popen(
+        [*command, "--topic", unique_topic("secrets", kafka_bootstrap)], cwd=PROJECT_ROOT, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert ingesting.stderr is not None
+        lines = []
+        while not any("ingesting" in line for line in lines):
+            line = ingesting.stderr.readline()
+            assert line, f"ingest ended before it started: {''.join(lines)}"
+            lines.append(line)
+    finally:
+        ingesting.send_signal(signal.SIGTERM)
+        _, rest = ingesting.communicate(timeout=WAIT_LIMIT_SECONDS)
+    logged = "".join(lines) + rest
+    assert "hunter2" not in logged and "***@" in logged
+    unreachable = make_url(with_password).set(port=free_port()).render_as_string(hide_password=False)
+    failed = _consumer("migrate", "--store", unreachable + "&sslpassword=hunter2-key")
+    assert failed.returncode == 2 and "hunter2" not in failed.stderr + failed.stdout
+
+
+def test_a_redacted_store_url_keeps_everything_but_its_secrets():
+    from consumer.store import redacted_url
+
+    url = "postgresql://lineage:hunter2@db:5432/lineage?sslmode=verify-full&sslpassword=hunter2&application_name=x"
+    assert (
+        redacted_url(url)
+        == "postgresql://lineage:***@db:5432/lineage?application_name=x&sslmode=verify-full&sslpassword=redacted"
+    )
