@@ -12,15 +12,26 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from consumer.settings import Settings, add_arguments
 
 EXIT_UNAVAILABLE = 2
 
 _STORE = ("store_url",)
-_KAFKA = (
+_KAFKA_CLIENT = (
     "bootstrap_servers",
+    "kafka_security_protocol",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_username",
+    "kafka_sasl_password_file",
+    "kafka_ssl_cafile",
+    "kafka_ssl_certfile",
+    "kafka_ssl_keyfile",
+    "kafka_ssl_key_password_file",
+    "kafka_config",
+)
+_KAFKA = _KAFKA_CLIENT + (
     "topic",
     "group",
     "dead_letter_topic",
@@ -63,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         "replay",
         _replay,
         "rebuild every derived store from the stored raw events, in event-time order",
-        _STORE + ("bootstrap_servers", "changes_topic", "prepare_process"),
+        _STORE + _KAFKA_CLIENT + ("changes_topic", "prepare_process"),
     )
     replay.add_argument(
         "--republish-changes",
@@ -89,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration step otherwise
     argv = list(sys.argv[1:] if argv is None else argv)
     from consumer.kafka_io import BrokerUnavailable
+    from consumer.kafka_security import KafkaSettingsError
     from consumer.store import StoreUnavailable
 
     try:
@@ -103,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             configure_logging(args.log_format)
         return args.run(args)
-    except (StoreUnavailable, BrokerUnavailable) as error:
+    except (StoreUnavailable, BrokerUnavailable, KafkaSettingsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     except KeyboardInterrupt:
@@ -204,7 +216,7 @@ def _republish_changes(settings: Settings, store) -> None:  # type: ignore[no-un
 
     if not settings.changes_topic:
         raise SystemExit("error: --republish-changes needs --changes-topic (or LINEAGE_CHANGES_TOPIC)")
-    sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic)
+    sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic, security=_kafka_security(settings))
     try:
         published = PublishingStore(store.engine, sink).publish_everything()
     finally:
@@ -217,6 +229,15 @@ def _progress(err: TextIO, done: int, total: int, rate: float, width: int = 40) 
     percent = 100 * done // total if total else 100
     err.write(f"\rreplay [{'#' * filled}{' ' * (width - filled)}] {percent:3d}% {done}/{total} {rate:.0f} events/s")
     err.flush()
+
+
+def _kafka_security(settings: Settings) -> dict[str, Any]:
+    """The protocol, SASL and TLS settings every Kafka client of the consumer uses."""
+    import os
+
+    from consumer.kafka_security import client_security
+
+    return client_security(settings, os.environ)
 
 
 def _connect(settings: Settings, store, observability=None):  # type: ignore[no-untyped-def]
@@ -234,9 +255,10 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
         session_timeout_ms=settings.session_timeout_ms,
         max_poll_interval_ms=settings.max_poll_interval_ms,
         max_event_bytes=settings.max_event_bytes,
+        security=_kafka_security(settings),
     )
     try:
-        dead_letters = DeadLetters(settings.bootstrap_servers, settings.dead_letter_topic)
+        dead_letters = DeadLetters(settings.bootstrap_servers, settings.dead_letter_topic, security=_kafka_security(settings))
     except BaseException:
         source.close()
         raise
@@ -261,7 +283,8 @@ def _write_store(settings: Settings):  # type: ignore[no-untyped-def]
         from consumer.changes import PublishingStore
         from consumer.kafka_io import ChangeMessages
 
-        store = PublishingStore(store.engine, ChangeMessages(settings.bootstrap_servers, settings.changes_topic))
+        sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic, security=_kafka_security(settings))
+        store = PublishingStore(store.engine, sink)
     store.claim_writer()  # SQLite: the one writer, or one clear line and exit status 2
     return store
 

@@ -1,10 +1,12 @@
 """The only module that imports kafka-python: a consumer-group event source with manual offset
-commits, a dead-letter producer and a lineage-changes producer."""
+commits, a dead-letter producer and a lineage-changes producer. Each takes the same `security`
+keyword arguments (consumer.kafka_security: protocol, SASL, TLS)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import attrs
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
@@ -49,6 +51,7 @@ class EventSource:
         max_poll_interval_ms: int = 60000,
         bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS,
         max_event_bytes: int = 4 * 1024 * 1024,
+        security: Mapping[str, Any] | None = None,
     ) -> None:
         self._revoke_callbacks: list[Callable[[], object]] = []
         self._next_offsets: dict[tuple[str, int], int] = {}
@@ -67,6 +70,7 @@ class EventSource:
                 bootstrap_timeout_ms=bootstrap_timeout_ms,
                 # Room for one record above the limit, so it can be fetched and dead-lettered.
                 max_partition_fetch_bytes=max(1024 * 1024, max_event_bytes + 64 * 1024),
+                **(security or {}),
             )
         except KafkaError:
             raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
@@ -157,7 +161,13 @@ class DeadLetters:
 
     max_value_bytes = DEAD_LETTER_VALUE_BYTES
 
-    def __init__(self, bootstrap_servers: str, topic: str, bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         self.topic = topic
         self._pending: list[FutureRecordMetadata] = []
         try:
@@ -169,6 +179,7 @@ class DeadLetters:
                 max_in_flight_requests_per_connection=1,
                 max_request_size=DEAD_LETTER_REQUEST_BYTES,
                 bootstrap_timeout_ms=bootstrap_timeout_ms,
+                **(security or {}),
             )
         except KafkaError:
             raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
@@ -209,7 +220,13 @@ class ChangeMessages:
     """Produces keyed lineage-change messages (consumer.changes) to the changes topic; `flush`
     raises BrokerUnavailable when they could not all be written."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS,
+        security: Mapping[str, Any] | None = None,
+    ) -> None:
         self.topic = topic
         try:
             # acks=all and one request in flight: a key's messages land in the order sent.
@@ -219,6 +236,7 @@ class ChangeMessages:
                 max_in_flight_requests_per_connection=1,
                 linger_ms=20,
                 bootstrap_timeout_ms=bootstrap_timeout_ms,
+                **(security or {}),
             )
         except KafkaError:
             raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None

@@ -26,6 +26,51 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
         "localhost:9092",
         "Kafka bootstrap servers, comma separated",
     ),
+    (
+        "kafka_security_protocol",
+        "--kafka-security-protocol",
+        "KAFKA_SECURITY_PROTOCOL",
+        None,
+        "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, for every Kafka client of the consumer (none: PLAINTEXT)",
+    ),
+    (
+        "kafka_sasl_mechanism",
+        "--kafka-sasl-mechanism",
+        "KAFKA_SASL_MECHANISM",
+        None,
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER (none: PLAIN)",
+    ),
+    ("kafka_sasl_username", "--kafka-sasl-username", "KAFKA_SASL_USERNAME", None, "SASL user name"),
+    (
+        "kafka_sasl_password_file",
+        "--kafka-sasl-password-file",
+        "KAFKA_SASL_PASSWORD_FILE",
+        None,
+        "file holding the SASL password (or the KAFKA_SASL_PASSWORD environment variable; there is no flag for it)",
+    ),
+    (
+        "kafka_ssl_cafile",
+        "--kafka-ssl-cafile",
+        "KAFKA_SSL_CAFILE",
+        None,
+        "PEM file of the CAs the brokers' certificates are checked against",
+    ),
+    ("kafka_ssl_certfile", "--kafka-ssl-certfile", "KAFKA_SSL_CERTFILE", None, "PEM client certificate (mutual TLS)"),
+    ("kafka_ssl_keyfile", "--kafka-ssl-keyfile", "KAFKA_SSL_KEYFILE", None, "PEM private key of the client certificate"),
+    (
+        "kafka_ssl_key_password_file",
+        "--kafka-ssl-key-password-file",
+        "KAFKA_SSL_KEY_PASSWORD_FILE",
+        None,
+        "file holding the client key's password (or the KAFKA_SSL_KEY_PASSWORD environment variable)",
+    ),
+    (
+        "kafka_config",
+        "--kafka-config",
+        "LINEAGE_KAFKA_CONFIG",
+        None,
+        "Kafka client properties file (key=value lines: security.protocol, sasl.jaas.config, ssl.ca.location ...); the flags above win",
+    ),
     ("topic", "--topic", "LINEAGE_TOPIC", "openlineage.events", "topic the OpenLineage events arrive on"),
     ("group", "--group", "LINEAGE_GROUP", "lineage-consumer", "Kafka consumer group (instances of one group share partitions)"),
     (
@@ -112,6 +157,15 @@ def parse_period(text: str) -> timedelta:
 class Settings:
     store_url: str = "sqlite:///lineage.db"
     bootstrap_servers: str = "localhost:9092"
+    kafka_security_protocol: str | None = None
+    kafka_sasl_mechanism: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password_file: str | None = None
+    kafka_ssl_cafile: str | None = None
+    kafka_ssl_certfile: str | None = None
+    kafka_ssl_keyfile: str | None = None
+    kafka_ssl_key_password_file: str | None = None
+    kafka_config: str | None = None
     topic: str = "openlineage.events"
     group: str = "lineage-consumer"
     dead_letter_topic: str = "openlineage.events.dlq"

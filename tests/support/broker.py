@@ -18,7 +18,7 @@ Helpers (plain functions, import them from ``tests.support.broker``)
 ``unique_topic(prefix="test", bootstrap=None, partitions=1) -> str``
     A topic name no other test uses; created explicitly when ``bootstrap`` is given
     (Tansu also auto-creates topics on first produce, with one partition).
-``read_topic(bootstrap, topic, expected, timeout_seconds=30.0) -> list[ConsumerRecord]``
+``read_topic(bootstrap, topic, expected, timeout_seconds=30.0, security=None) -> list[ConsumerRecord]``
     Reads a topic from the beginning with ``assign()`` + ``seek_to_beginning`` (no
     consumer group: with Tansu a group's first join waits for the rebalance timeout)
     until ``expected`` records arrived or the time is up, then returns what it read,
@@ -121,11 +121,14 @@ def unique_topic(prefix: str = "test", bootstrap: str | None = None, partitions:
     return name
 
 
-def read_topic(bootstrap: str, topic: str, expected: int | None = None, timeout_seconds: float = 30.0) -> list:
-    """Every record of `topic` from the beginning (see the module docstring)."""
+def read_topic(
+    bootstrap: str, topic: str, expected: int | None = None, timeout_seconds: float = 30.0, security: dict | None = None
+) -> list:
+    """Every record of `topic` from the beginning (see the module docstring); `security`: more
+    KafkaConsumer arguments (TLS, SASL)."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10_000)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, request_timeout_ms=10_000, **(security or {}))
     try:
         deadline = time.monotonic() + timeout_seconds
         partitions = consumer.partitions_for_topic(topic)
