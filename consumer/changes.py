@@ -9,22 +9,26 @@ ingestion and of retirement publish; a replay (`rebuild`) does not, unless asked
 (`replay --republish-changes` publishes the whole rebuilt lineage).
 
 `change_scope` (pure) says which keys a batch may touch; `PublishingStore` reads their state
-before and after the write and publishes the difference."""
+before and after the write, inside the write transaction, and writes the difference to the
+change outbox (consumer.store.outbox) in that transaction; a publisher sends the outbox to the
+topic and removes what was acknowledged, so a crash between commit and publish loses nothing."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any, Protocol
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from consumer.fold import Folded
 from consumer.kafka_io import BrokerUnavailable
 from consumer.materialize import EventRows
-from consumer.store import Store
+from consumer.store import Store, outbox
 from consumer.store.changes import (
     COLUMN_EDGE,
     RETIRED,
@@ -38,6 +42,9 @@ from consumer.store.changes import (
 )
 
 log = logging.getLogger(__name__)
+
+PUBLISH_CHUNK = 1000  # messages sent and flushed at a time
+PUBLISH_RETRY_SECONDS = 5.0  # how often the publisher loop looks for what could not be sent
 
 RETIRABLE = frozenset({TABLE_EDGE, COLUMN_EDGE})
 
@@ -64,7 +71,7 @@ def changed_messages(
     are gone as `retired` (runs and snapshots are never removed by a transaction that publishes)."""
     changed = [(key, message) for key, message in after.items() if before.get(key) != message]
     gone = [(key, {**message, "state": RETIRED}) for key, message in before.items() if key not in after and key[0] in RETIRABLE]
-    return sorted(changed + gone, key=lambda item: json.dumps(item[0], default=str))
+    return sorted(changed + gone, key=_by_key)
 
 
 def encode(key: StateKey, message: Mapping[str, Any]) -> tuple[bytes, bytes]:
@@ -75,55 +82,127 @@ def encode(key: StateKey, message: Mapping[str, Any]) -> tuple[bytes, bytes]:
 
 
 class PublishingStore(Store):
-    """A store whose ingestion and retirement transactions publish their lineage changes once
-    committed. Messages that cannot be sent are kept and sent before the next ones."""
+    """A store whose ingestion, retirement and deletion transactions also write the lineage
+    changes they make to the change outbox, in the same transaction, and which publishes the
+    outbox after each of them and every `retry_seconds` from `start_publisher` on. A process
+    killed between a commit and the publish leaves the messages in the outbox: the next
+    publisher on the store sends them. Delivery is at least once, in outbox order (so in order
+    per key); a message is removed once the topic acknowledged it."""
 
-    def __init__(self, engine: Engine, sink: ChangeSink) -> None:
+    def __init__(self, engine: Engine, sink: ChangeSink, retry_seconds: float = PUBLISH_RETRY_SECONDS) -> None:
         super().__init__(engine)
         self.sink = sink
-        self._pending: list[tuple[bytes, bytes]] = []
+        self.retry_seconds = retry_seconds
+        self._recording = threading.local()  # the ChangeScope of this thread's write under way
+        self._publishing = threading.Lock()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._publisher: threading.Thread | None = None
+
+    @contextmanager
+    def writing(self) -> Iterator[Connection]:
+        """Store.writing, plus the changes of the scope being recorded into the outbox just
+        before the transaction commits."""
+        scope, self._recording.scope = getattr(self._recording, "scope", None), None
+        with super().writing() as connection:
+            before = lineage_state(connection, scope) if scope else {}
+            yield connection
+            if scope:
+                after = lineage_state(connection, scope)
+                outbox.append(connection, (encode(key, message) for key, message in changed_messages(before, after)))
+
+    @contextmanager
+    def _changes_of(self, scope: ChangeScope) -> Iterator[None]:
+        self._recording.scope = scope
+        try:
+            yield
+        finally:
+            self._recording.scope = None
 
     def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
-        scope = change_scope(folded)
-        before = lineage_state(self.engine, scope)
-        stored = super().write_folded(folded, events)
-        self._publish(before, lineage_state(self.engine, scope))
+        with self._changes_of(change_scope(folded)):
+            stored = super().write_folded(folded, events)
+        self._published_soon()
         return stored
 
     def retire_stale_jobs(self, retire_after: timedelta, now: datetime | None = None) -> list[str]:
         now = now or datetime.now(timezone.utc)
-        scope = ChangeScope(jobs=stale_job_keys(self.engine, now - retire_after))
-        before = lineage_state(self.engine, scope)
-        retired = super().retire_stale_jobs(retire_after, now)
-        if retired:
-            self._publish(before, lineage_state(self.engine, scope))
+        with self._changes_of(ChangeScope(jobs=stale_job_keys(self.engine, now - retire_after))):
+            retired = super().retire_stale_jobs(retire_after, now)
+        self._published_soon()
         return retired
 
     def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
-        scope = ChangeScope(jobs=jobs_named(self.engine, job_name, namespace))
-        before = lineage_state(self.engine, scope)
-        removed = super().delete_table_lineage(job_name, namespace)
-        self._publish(before, lineage_state(self.engine, scope))
+        with self._changes_of(ChangeScope(jobs=jobs_named(self.engine, job_name, namespace))):
+            removed = super().delete_table_lineage(job_name, namespace)
+        self._published_soon()
         return removed
 
     def publish_everything(self) -> int:
         """Publish the current state of every edge, snapshot and finished run (after a replay,
         or to seed a new subscriber topic); the number of messages."""
-        state = lineage_state(self.engine, everything(self.engine))
-        self._publish({}, state)
-        if self._pending:
-            raise BrokerUnavailable(f"{len(self._pending)} lineage changes could not be published")
+        with self.writing() as connection:
+            state = lineage_state(connection, everything(self.engine))
+            outbox.append(connection, (encode(key, message) for key, message in sorted(state.items(), key=_by_key)))
+        self.publish()
+        with self.engine.connect() as connection:
+            left = outbox.count(connection)
+        if left:
+            raise BrokerUnavailable(f"{left} lineage changes could not be published")
         return len(state)
 
-    def _publish(self, before: Mapping[StateKey, dict[str, Any]], after: Mapping[StateKey, dict[str, Any]]) -> None:
-        self._pending.extend(encode(key, message) for key, message in changed_messages(before, after))
-        if not self._pending:
-            return
-        try:
-            for key, value in self._pending:
-                self.sink.send(key, value)
-            self.sink.flush()
-        except Exception as error:  # the events are stored; the messages go out with the next ones
-            log.warning("lineage changes not published yet (%d kept): %s", len(self._pending), error)
-            return
-        self._pending.clear()
+    def _published_soon(self) -> None:
+        """After a commit: wake the publisher loop, or publish here when there is none."""
+        if self._publisher is not None:
+            self._wake.set()
+        else:
+            self.publish()
+
+    def publish(self) -> int:
+        """Send the outbox, oldest first, and remove what the topic acknowledged; the number of
+        messages published. Whatever could not be sent stays for the next call."""
+        published = 0
+        with self._publishing, outbox.publisher(self.engine) as claimed:
+            while claimed:
+                with self.engine.connect() as connection:
+                    messages = outbox.oldest(connection, PUBLISH_CHUNK)
+                if not messages:
+                    break
+                try:
+                    for _, key, value in messages:
+                        self.sink.send(key, value)
+                    self.sink.flush()
+                except Exception as error:  # stored; they go out with the next publish
+                    log.warning("lineage changes not published yet (kept in the store's outbox): %s", error)
+                    break
+                with super().writing() as connection:
+                    outbox.remove(connection, [message_id for message_id, _, _ in messages])
+                published += len(messages)
+        return published
+
+    def start_publisher(self) -> None:
+        """Publish from a thread of its own from now on: at once (what an earlier process left in
+        the outbox), after each commit and every `retry_seconds`. The writes then never wait for
+        the changes topic."""
+        self._publisher = threading.Thread(target=self._publish_until_stopped, name="changes-publisher", daemon=True)
+        self._publisher.start()
+
+    def _publish_until_stopped(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.publish()
+            except Exception:  # the database is away: the next round tries again
+                log.exception("publishing lineage changes")
+            self._wake.wait(self.retry_seconds)
+            self._wake.clear()
+
+    def dispose(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._publisher is not None:
+            self._publisher.join(timeout=60)
+        super().dispose()
+
+
+def _by_key(item: tuple[StateKey, dict[str, Any]]) -> str:
+    return json.dumps(item[0], default=str)

@@ -132,7 +132,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from consumer.store import open_store
     from consumer.store.migrations import head_revision
 
-    store = open_store(Settings.from_args(args).store_url, migrate=False)
+    store = open_store(Settings.from_args(args).store_url, migrate=False, claim_writer=True)
     applied = store.migrate()
     print(
         f"schema at revision {head_revision()}"
@@ -213,12 +213,17 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
 def _republish_changes(settings: Settings, store) -> None:  # type: ignore[no-untyped-def]
     from consumer.changes import PublishingStore
     from consumer.kafka_io import ChangeMessages
+    from consumer.store.store import engine_for
 
     if not settings.changes_topic:
         raise SystemExit("error: --republish-changes needs --changes-topic (or LINEAGE_CHANGES_TOPIC)")
     sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic, security=_kafka_security(settings))
+    store.dispose()  # its SQLite writer lock passes to the publishing store
     try:
-        published = PublishingStore(store.engine, sink).publish_everything()
+        publishing = PublishingStore(engine_for(settings.store_url), sink)
+        publishing.claim_writer()
+        published = publishing.publish_everything()
+        publishing.dispose()
     finally:
         sink.close()
     print(f"published {published} lineage changes to {settings.changes_topic}")
@@ -274,18 +279,25 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
 
 
 def _write_store(settings: Settings):  # type: ignore[no-untyped-def]
-    """The store ingestion writes to: with --changes-topic, one that publishes what each of its
-    transactions changed (consumer.changes)."""
+    """The store ingestion writes to, claimed as SQLite's one writer before any migration runs
+    (or one clear line and exit status 2). With --changes-topic, one that records what each of
+    its transactions changed in its outbox and publishes it (consumer.changes), starting with
+    what an earlier process left there."""
     from consumer.store import open_store
 
-    store = open_store(settings.store_url)
-    if settings.changes_topic:
-        from consumer.changes import PublishingStore
-        from consumer.kafka_io import ChangeMessages
+    if not settings.changes_topic:
+        return open_store(settings.store_url, claim_writer=True)
+    from consumer.changes import PublishingStore
+    from consumer.kafka_io import ChangeMessages
 
-        sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic, security=_kafka_security(settings))
-        store = PublishingStore(store.engine, sink)
-    store.claim_writer()  # SQLite: the one writer, or one clear line and exit status 2
+    sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic, security=_kafka_security(settings))
+    try:
+        store = open_store(settings.store_url, claim_writer=True, make=lambda engine: PublishingStore(engine, sink))
+    except BaseException:
+        sink.close()
+        raise
+    assert isinstance(store, PublishingStore)
+    store.start_publisher()
     return store
 
 

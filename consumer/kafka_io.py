@@ -254,4 +254,8 @@ class ChangeMessages:
             raise BrokerUnavailable(f"changes topic {self.topic} unreachable: {error}") from None
 
     def close(self) -> None:
-        self._producer.close(timeout=10)
+        """Close, dropping what the topic did not acknowledge (it is still in the outbox)."""
+        try:
+            self._producer.close(timeout=10)
+        except KafkaError as error:
+            log.warning("changes producer closed with messages unacknowledged (kept in the outbox): %s", error)

@@ -41,17 +41,17 @@ class ChangeScope:
         return bool(self.table_edges or self.column_outputs or self.run_uuids or self.jobs)
 
 
-def lineage_state(engine: Engine, scope: ChangeScope) -> dict[StateKey, dict[str, Any]]:
-    """The current message of every key in `scope` that exists (runs: only finished ones)."""
+def lineage_state(conn: Connection, scope: ChangeScope) -> dict[StateKey, dict[str, Any]]:
+    """The current message of every key in `scope` that exists (runs: only finished ones), as
+    `conn` sees it (inside a write transaction: with its writes)."""
     if not scope:
         return {}
-    with engine.connect() as conn:
-        return {
-            **_table_edges(conn, scope),
-            **_column_edges(conn, scope),
-            **_snapshots(conn, scope.run_uuids),
-            **_finished_runs(conn, scope.run_uuids),
-        }
+    return {
+        **_table_edges(conn, scope),
+        **_column_edges(conn, scope),
+        **_snapshots(conn, scope.run_uuids),
+        **_finished_runs(conn, scope.run_uuids),
+    }
 
 
 def stale_job_keys(engine: Engine, cutoff: datetime) -> frozenset[JobKey]:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -350,6 +351,17 @@ lineage_events = Table(
     Index("ix_lineage_events_time", "event_time"),
     Index("ix_lineage_events_run", "run_uuid"),
     Index("ix_lineage_events_job", "job_namespace", "job_name"),
+)
+
+# Lineage-change messages (consumer.changes), written in the store transaction that made the
+# change and deleted once the changes topic acknowledged them: a crash between the commit and
+# the publish loses none. Published in `id` order, so a key's messages keep their order.
+change_outbox = Table(
+    "change_outbox",
+    metadata,
+    _id(),
+    Column("message_key", LargeBinary, nullable=False),
+    Column("message", LargeBinary, nullable=False),
 )
 
 # The Paimon lineage-proposal views (source/sink_job_lineage, source/sink_snapshot_lineage) and

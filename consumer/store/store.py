@@ -137,8 +137,20 @@ class Store:
         return redacted_url(self.engine.url)
 
     def migrate(self) -> list[str]:
-        """Upgrade the schema to the newest revision; the revisions applied."""
-        return migrations.migrate(self.engine)
+        """Upgrade the schema to the newest revision; the revisions applied. On SQLite under the
+        writer lock: claimed already by a writer command, else taken for the migration (a
+        reader opening a current store while a writer runs needs none)."""
+        lock = self._writer_lock
+        per_call = lock is not None and not lock.held
+        if per_call and migrations.is_current(self.engine):
+            return []
+        if per_call:
+            self._acquire(wait_seconds=30.0)
+        try:
+            return migrations.migrate(self.engine)
+        finally:
+            if per_call and lock is not None:
+                lock.release()
 
     def write(self, batch: Sequence[EventRows]) -> int:
         """Store a batch of events and everything derived from them in one transaction; the
@@ -248,11 +260,15 @@ class Store:
             self._writer_lock.release()
 
 
-def open_store(url: str, *, migrate: bool = True) -> Store:
-    """A store on `url`, migrated to the latest schema unless `migrate` is False.
+def open_store(url: str, *, migrate: bool = True, claim_writer: bool = False, make: Callable[[Engine], Store] = Store) -> Store:
+    """A store on `url` (`make(engine)`: a Store or a subclass), migrated to the latest schema
+    unless `migrate` is False; with `claim_writer`, this process's SQLite writer lock is taken
+    first (StoreBusy if another process writes), so no migration runs under another writer.
     Raises StoreUnavailable with one readable line when the database cannot be reached."""
     try:
-        store = Store(engine_for(url))
+        store = make(engine_for(url))
+        if claim_writer:
+            store.claim_writer()
         if migrate:
             store.migrate()
         else:

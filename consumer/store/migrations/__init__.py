@@ -37,6 +37,12 @@ def current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
+def is_current(engine: Engine) -> bool:
+    """The store is at the newest revision already (nothing to migrate)."""
+    with engine.connect() as connection:
+        return current_revision(connection) == head_revision()
+
+
 def migrate(engine: Engine) -> list[str]:
     """Upgrade the store to the newest revision; the revisions applied, oldest first."""
     with engine.connect() as connection:
