@@ -99,15 +99,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration step otherwise
     argv = list(sys.argv[1:] if argv is None else argv)
-    from consumer.kafka_io import BrokerUnavailable
-    from consumer.kafka_security import KafkaSettingsError
+    from consumer.ingest.kafka_io import BrokerUnavailable
+    from consumer.ingest.kafka_security import KafkaSettingsError
     from consumer.store import StoreUnavailable
 
     try:
         if argv[:1] == ["lineage"]:
             return _lineage(argv[1:])
         args = _parser().parse_args(argv)
-        from consumer.prepare import tune_garbage_collector
+        from consumer.ingest.prepare import tune_garbage_collector
 
         tune_garbage_collector()
         if getattr(args, "log_format", None):
@@ -167,7 +167,8 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
     import time
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from consumer.prepare import Preparer
+    from consumer.ingest.fold import fold
+    from consumer.ingest.prepare import Preparer
 
     err = err or sys.stderr
     store = _store(args)
@@ -194,8 +195,8 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
                     stored(*in_flight)
                 prepared = preparing()
                 skipped += len(prepared.refused)  # stored under older rules; kept raw, not derived
-                # A batch that could not be folded is folded again by rebuild, which raises what went wrong.
-                batch = prepared.folded if prepared.folded is not None else prepared.events or []
+                # A batch that could not be folded is folded again here, which raises what went wrong.
+                batch = prepared.folded if prepared.folded is not None else fold(prepared.events or [], by_hash=False)
                 in_flight = (store_thread.submit(store.rebuild, batch), len(chunk))
             if in_flight is not None:
                 stored(*in_flight)
@@ -211,19 +212,14 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
 
 
 def _republish_changes(settings: Settings, store) -> None:  # type: ignore[no-untyped-def]
-    from consumer.changes import PublishingStore
-    from consumer.kafka_io import ChangeMessages
-    from consumer.store.store import engine_for
+    from consumer.ingest.change_publishing import ChangePublisher
+    from consumer.ingest.kafka_io import ChangeMessages
 
     if not settings.changes_topic:
         raise SystemExit("error: --republish-changes needs --changes-topic (or LINEAGE_CHANGES_TOPIC)")
     sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic, security=_kafka_security(settings))
-    store.dispose()  # its SQLite writer lock passes to the publishing store
     try:
-        publishing = PublishingStore(engine_for(settings.store_url), sink)
-        publishing.claim_writer()
-        published = publishing.publish_everything()
-        publishing.dispose()
+        published = ChangePublisher(store, sink).publish_everything()
     finally:
         sink.close()
     print(f"published {published} lineage changes to {settings.changes_topic}")
@@ -240,17 +236,17 @@ def _kafka_security(settings: Settings) -> dict[str, Any]:
     """The protocol, SASL and TLS settings every Kafka client of the consumer uses."""
     import os
 
-    from consumer.kafka_security import client_security
+    from consumer.ingest.kafka_security import client_security
 
     return client_security(settings, os.environ)
 
 
 def _connect(settings: Settings, store, observability=None):  # type: ignore[no-untyped-def]
-    """A Kafka ingestion loop on `store`: the composition root of the write side. Whatever must
-    follow each committed store transaction is passed here as an `after_store` callback."""
-    from consumer.ingest import Ingestor
-    from consumer.kafka_io import DeadLetters, EventSource
-    from consumer.prepare import Preparer
+    """A Kafka ingestion loop on `store` (consumer.ingest.store_writes.StoreWrites): the composition
+    root of the write side. Whatever must accompany each store transaction is one of its hooks."""
+    from consumer.ingest.kafka_io import DeadLetters, EventSource
+    from consumer.ingest.kafka_loop import Ingestor
+    from consumer.ingest.prepare import Preparer
 
     source = EventSource(
         settings.bootstrap_servers,
@@ -279,26 +275,23 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
 
 
 def _write_store(settings: Settings):  # type: ignore[no-untyped-def]
-    """The store ingestion writes to, claimed as SQLite's one writer before any migration runs
-    (or one clear line and exit status 2). With --changes-topic, one that records what each of
-    its transactions changed in its outbox and publishes it (consumer.changes), starting with
-    what an earlier process left there."""
+    """The writes ingestion makes to the store, claimed as SQLite's one writer before any migration
+    runs (or one clear line and exit status 2). With --changes-topic, each transaction records what
+    it changed in the store's change outbox, and a publisher sends the outbox to the topic, starting
+    with what an earlier process left there (consumer.ingest.change_publishing)."""
+    from consumer.ingest.store_writes import StoreWrites
     from consumer.store import open_store
 
+    store = open_store(settings.store_url, claim_writer=True)
     if not settings.changes_topic:
-        return open_store(settings.store_url, claim_writer=True)
-    from consumer.changes import PublishingStore
-    from consumer.kafka_io import ChangeMessages
+        return StoreWrites(store)
+    from consumer.ingest.change_publishing import ChangePublisher
+    from consumer.ingest.kafka_io import ChangeMessages
 
     sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic, security=_kafka_security(settings))
-    try:
-        store = open_store(settings.store_url, claim_writer=True, make=lambda engine: PublishingStore(engine, sink))
-    except BaseException:
-        sink.close()
-        raise
-    assert isinstance(store, PublishingStore)
-    store.start_publisher()
-    return store
+    publisher = ChangePublisher(store, sink)
+    publisher.start()
+    return StoreWrites(store, [publisher])
 
 
 def _disconnect(ingestor) -> None:  # type: ignore[no-untyped-def]

@@ -1,5 +1,5 @@
 """The change outbox: messages appended inside a store transaction, read back in order by the
-publisher (consumer.changes), removed once the broker acknowledged them."""
+publisher (consumer.ingest.change_publishing), removed once the broker acknowledged them."""
 
 from __future__ import annotations
 

@@ -353,7 +353,7 @@ lineage_events = Table(
     Index("ix_lineage_events_job", "job_namespace", "job_name"),
 )
 
-# Lineage-change messages (consumer.changes), written in the store transaction that made the
+# Lineage-change messages (consumer.ingest.change_publishing), written in the store transaction that made the
 # change and deleted once the changes topic acknowledged them: a crash between the commit and
 # the publish loses none. Published in `id` order, so a key's messages keep their order.
 change_outbox = Table(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence, Set
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Set
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -14,9 +14,8 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
-from consumer.fold import Folded, fold
-from consumer.materialize import TERMINAL_STATES, EventRows
 from consumer.store import migrations, tags
+from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
@@ -99,6 +98,7 @@ class Store:
         # SQLite: one writing process (lock file), one writing thread in it.
         self._writer_lock = WriterLock(Path(database)) if database and database != ":memory:" else None
         self._write_mutex = threading.Lock()
+        self._companions = threading.local()  # `accompanied`: per thread, for its next transaction
 
     def claim_writer(self) -> None:
         """Be this SQLite store's one writer until `dispose`, or raise StoreBusy at once (writer
@@ -117,16 +117,28 @@ class Store:
             ) from None
 
     @contextmanager
+    def accompanied(self, companion: Callable[[Connection], AbstractContextManager[object]]) -> Iterator[None]:
+        """Within the block, the write transaction this thread runs also enters
+        `companion(connection)` around its writes: what the companion reads sees the transaction,
+        what it writes commits or rolls back with it (the change outbox)."""
+        self._companions.current = companion
+        try:
+            yield
+        finally:
+            self._companions.current = None
+
+    @contextmanager
     def writing(self) -> Iterator[Connection]:
         """One write transaction; on SQLite the only one at a time (waiting up to 30 s for
         another process's transaction unless this store claimed the writer lock)."""
+        companion, self._companions.current = getattr(self._companions, "current", None), None
         with self._write_mutex:
             lock = self._writer_lock
             per_transaction = lock is not None and not lock.held
             if per_transaction:
                 self._acquire(wait_seconds=30.0)
             try:
-                with self.engine.begin() as connection:
+                with self.engine.begin() as connection, companion(connection) if companion else nullcontext():
                     yield connection
             finally:
                 if per_transaction and lock is not None:
@@ -152,20 +164,13 @@ class Store:
             if per_call and lock is not None:
                 lock.release()
 
-    def write(self, batch: Sequence[EventRows]) -> int:
-        """Store a batch of events and everything derived from them in one transaction; the
-        number of events not seen before."""
-        return self.write_folded(fold(batch), lambda: batch)
-
-    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
-        """`write` of a batch already folded; `events()` gives its events' rows, which are needed
-        only when some of them are stored already."""
-
-        def without_stored(fresh: Set[str]) -> Folded:
-            return fold([rows for rows in events() if rows.raw.content_hash in fresh])
-
+    def write(self, batch: Folded, without_stored: Callable[[Set[str]], Folded]) -> int:
+        """Store a batch of events (its rows by natural key, consumer.store.rows) and everything
+        derived from them in one transaction; the number of events not seen before. Events already
+        stored are skipped whole: when some of the batch's are, `without_stored(hashes of the
+        others)` gives the batch without them."""
         with self.writing() as connection:
-            return write_batch(connection, folded, without_stored)
+            return write_batch(connection, batch, without_stored)
 
     def raw_event_count(self) -> int:
         with self.engine.connect() as connection:
@@ -204,11 +209,10 @@ class Store:
         with self.writing() as connection:
             tags.restore_assignments(connection, saved)
 
-    def rebuild(self, batch: Sequence[EventRows] | Folded) -> None:
-        """Derive the rows of stored raw events again (replay): `batch` in event-time order."""
-        folded = batch if isinstance(batch, Folded) else fold(batch, by_hash=False)
+    def rebuild(self, batch: Folded) -> None:
+        """Derive the rows of stored raw events again (replay): `batch` folded in event-time order."""
         with self.writing() as connection:
-            write_batch(connection, folded, store_raw=False)
+            write_batch(connection, batch, store_raw=False)
 
     def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
         """Forget which datasets the job read and wrote (and its column lineage); rows removed."""
@@ -260,13 +264,13 @@ class Store:
             self._writer_lock.release()
 
 
-def open_store(url: str, *, migrate: bool = True, claim_writer: bool = False, make: Callable[[Engine], Store] = Store) -> Store:
-    """A store on `url` (`make(engine)`: a Store or a subclass), migrated to the latest schema
-    unless `migrate` is False; with `claim_writer`, this process's SQLite writer lock is taken
-    first (StoreBusy if another process writes), so no migration runs under another writer.
+def open_store(url: str, *, migrate: bool = True, claim_writer: bool = False) -> Store:
+    """A store on `url`, migrated to the latest schema unless `migrate` is False; with
+    `claim_writer`, this process's SQLite writer lock is taken first (StoreBusy if another
+    process writes), so no migration runs under another writer.
     Raises StoreUnavailable with one readable line when the database cannot be reached."""
     try:
-        store = make(engine_for(url))
+        store = Store(engine_for(url))
         if claim_writer:
             store.claim_writer()
         if migrate:

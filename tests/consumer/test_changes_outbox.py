@@ -18,11 +18,14 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from consumer.changes import PublishingStore
-from consumer.kafka_io import ChangeMessages
+from consumer.ingest.change_publishing import ChangePublisher
+from consumer.ingest.kafka_io import ChangeMessages
+from consumer.ingest.materialize import materialize
+from consumer.ingest.store_writes import StoreWrites
+from consumer.ingest.validate import validate
 from consumer.store import open_store, outbox
 from consumer.store import schema as s
-from tests.consumer.helpers import stop_process, write_events
+from tests.consumer.helpers import stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
 from tests.support.events import batch_write, table
 from tests.support.paths import PROJECT_ROOT
@@ -129,11 +132,11 @@ def _post_all(port: int, events: list[dict]) -> None:
 def test_each_key_gets_its_changes_in_the_order_they_were_made(store, kafka_bootstrap):
     changes_topic = unique_topic("outbox-order")
     sink = ChangeMessages(kafka_bootstrap, changes_topic)
-    publishing = PublishingStore(store.engine, sink)
+    publishing = StoreWrites(store, [ChangePublisher(store, sink)])
     try:
-        write_events(publishing, _events())
+        publishing.write([materialize(validate(event)) for event in _events()])
         publishing.delete_table_lineage(JOB)
-        write_events(publishing, _events()[-1:])  # the same run's COMPLETE again: the edges come back
+        publishing.write([materialize(validate(_events()[-1]))])  # the same run's COMPLETE again: the edges come back
     finally:
         sink.close()
     edge_states: dict[bytes, list[str]] = {}

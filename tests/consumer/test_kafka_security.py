@@ -17,8 +17,8 @@ from pathlib import Path
 import attrs
 import pytest
 
-from consumer.kafka_io import BrokerUnavailable, ChangeMessages, DeadLetters, EventSource
-from consumer.kafka_security import KafkaSettingsError, client_security, read_properties
+from consumer.ingest.kafka_io import BrokerUnavailable, ChangeMessages, DeadLetters, EventSource
+from consumer.ingest.kafka_security import KafkaSettingsError, client_security, read_properties
 from consumer.settings import Settings
 from tests.consumer.helpers import stop_process
 from tests.support.broker import read_topic, unique_topic

@@ -1,5 +1,5 @@
 """`change_outbox`: lineage-change messages written in the store transaction that made the
-change, deleted once published (consumer.changes).
+change, deleted once published (consumer.ingest.change_publishing).
 
 Revision ID: 0007
 Revises: 0006

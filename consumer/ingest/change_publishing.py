@@ -8,28 +8,27 @@ and a reader applying a message twice ends where it did once. Only the store tra
 ingestion and of retirement publish; a replay (`rebuild`) does not, unless asked
 (`replay --republish-changes` publishes the whole rebuilt lineage).
 
-`change_scope` (pure) says which keys a batch may touch; `PublishingStore` reads their state
+`change_scope` (pure) says which keys a batch may touch; `ChangePublisher` reads their state
 before and after the write, inside the write transaction, and writes the difference to the
-change outbox (consumer.store.outbox) in that transaction; a publisher sends the outbox to the
-topic and removes what was acknowledged, so a crash between commit and publish loses nothing."""
+store's change outbox (consumer.store.outbox) in that transaction; its publisher sends the outbox
+to the topic and removes what was acknowledged, so a crash between commit and publish loses
+nothing."""
 
 from __future__ import annotations
 
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
-from consumer.fold import Folded
-from consumer.kafka_io import BrokerUnavailable
-from consumer.materialize import EventRows
+from consumer.ingest.kafka_io import BrokerUnavailable
+from consumer.ingest.store_writes import StoreWrite
 from consumer.store import Store, outbox
-from consumer.store.changes import (
+from consumer.store.lineage_state import (
     COLUMN_EDGE,
     RETIRED,
     TABLE_EDGE,
@@ -40,13 +39,15 @@ from consumer.store.changes import (
     lineage_state,
     stale_job_keys,
 )
+from consumer.store.rows import Folded
 
 log = logging.getLogger(__name__)
 
-PUBLISH_CHUNK = 1000  # messages sent and flushed at a time
-PUBLISH_RETRY_SECONDS = 5.0  # how often the publisher loop looks for what could not be sent
+T = TypeVar("T")
 
 RETIRABLE = frozenset({TABLE_EDGE, COLUMN_EDGE})
+PUBLISH_CHUNK = 1000  # messages sent and flushed at a time
+PUBLISH_RETRY_SECONDS = 5.0  # how often the publisher loop looks for what could not be sent
 
 
 class ChangeSink(Protocol):
@@ -81,78 +82,62 @@ def encode(key: StateKey, message: Mapping[str, Any]) -> tuple[bytes, bytes]:
     )
 
 
-class PublishingStore(Store):
-    """A store whose ingestion, retirement and deletion transactions also write the lineage
-    changes they make to the change outbox, in the same transaction, and which publishes the
-    outbox after each of them and every `retry_seconds` from `start_publisher` on. A process
-    killed between a commit and the publish leaves the messages in the outbox: the next
-    publisher on the store sends them. Delivery is at least once, in outbox order (so in order
-    per key); a message is removed once the topic acknowledged it."""
+class ChangePublisher:
+    """The write hook (consumer.ingest.store_writes) that records what each ingestion, retirement
+    and deletion transaction changes in the store's change outbox, inside that transaction (the
+    state of the keys it may touch is read before and after its writes), and publishes the
+    outbox: after each commit, and from `start` on also from a thread of its own, at once (what
+    an earlier process left) and every `retry_seconds`. Delivery is at least once, in outbox
+    order, so in order per key; a message leaves the outbox once the topic acknowledged it."""
 
-    def __init__(self, engine: Engine, sink: ChangeSink, retry_seconds: float = PUBLISH_RETRY_SECONDS) -> None:
-        super().__init__(engine)
+    def __init__(self, store: Store, sink: ChangeSink, retry_seconds: float = PUBLISH_RETRY_SECONDS) -> None:
+        self.store = store
         self.sink = sink
         self.retry_seconds = retry_seconds
-        self._recording = threading.local()  # the ChangeScope of this thread's write under way
         self._publishing = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._publisher: threading.Thread | None = None
 
-    @contextmanager
-    def writing(self) -> Iterator[Connection]:
-        """Store.writing, plus the changes of the scope being recorded into the outbox just
-        before the transaction commits."""
-        scope, self._recording.scope = getattr(self._recording, "scope", None), None
-        with super().writing() as connection:
-            before = lineage_state(connection, scope) if scope else {}
-            yield connection
-            if scope:
-                after = lineage_state(connection, scope)
-                outbox.append(connection, (encode(key, message) for key, message in changed_messages(before, after)))
+    def __call__(self, write: StoreWrite, proceed: Callable[[], T]) -> T:
+        scope = self._scope(write)
 
-    @contextmanager
-    def _changes_of(self, scope: ChangeScope) -> Iterator[None]:
-        self._recording.scope = scope
-        try:
+        @contextmanager
+        def recording(connection: Connection) -> Iterator[None]:
+            before = lineage_state(connection, scope)
             yield
-        finally:
-            self._recording.scope = None
+            after = lineage_state(connection, scope)
+            outbox.append(connection, (encode(key, message) for key, message in changed_messages(before, after)))
 
-    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
-        with self._changes_of(change_scope(folded)):
-            stored = super().write_folded(folded, events)
+        with self.store.accompanied(recording):
+            outcome = proceed()
         self._published_soon()
-        return stored
+        return outcome
 
-    def retire_stale_jobs(self, retire_after: timedelta, now: datetime | None = None) -> list[str]:
-        now = now or datetime.now(timezone.utc)
-        with self._changes_of(ChangeScope(jobs=stale_job_keys(self.engine, now - retire_after))):
-            retired = super().retire_stale_jobs(retire_after, now)
-        self._published_soon()
-        return retired
-
-    def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
-        with self._changes_of(ChangeScope(jobs=jobs_named(self.engine, job_name, namespace))):
-            removed = super().delete_table_lineage(job_name, namespace)
-        self._published_soon()
-        return removed
+    def _scope(self, write: StoreWrite) -> ChangeScope:
+        engine = self.store.engine
+        if write.folded is not None:
+            return change_scope(write.folded)
+        if write.cutoff is not None:
+            return ChangeScope(jobs=stale_job_keys(engine, write.cutoff))
+        assert write.job is not None
+        return ChangeScope(jobs=jobs_named(engine, *write.job))
 
     def publish_everything(self) -> int:
         """Publish the current state of every edge, snapshot and finished run (after a replay,
         or to seed a new subscriber topic); the number of messages."""
-        with self.writing() as connection:
-            state = lineage_state(connection, everything(self.engine))
+        with self.store.writing() as connection:
+            state = lineage_state(connection, everything(self.store.engine))
             outbox.append(connection, (encode(key, message) for key, message in sorted(state.items(), key=_by_key)))
         self.publish()
-        with self.engine.connect() as connection:
+        with self.store.engine.connect() as connection:
             left = outbox.count(connection)
         if left:
             raise BrokerUnavailable(f"{left} lineage changes could not be published")
         return len(state)
 
     def _published_soon(self) -> None:
-        """After a commit: wake the publisher loop, or publish here when there is none."""
+        """After a commit: wake the publisher thread, or publish here when there is none."""
         if self._publisher is not None:
             self._wake.set()
         else:
@@ -162,9 +147,9 @@ class PublishingStore(Store):
         """Send the outbox, oldest first, and remove what the topic acknowledged; the number of
         messages published. Whatever could not be sent stays for the next call."""
         published = 0
-        with self._publishing, outbox.publisher(self.engine) as claimed:
+        with self._publishing, outbox.publisher(self.store.engine) as claimed:
             while claimed:
-                with self.engine.connect() as connection:
+                with self.store.engine.connect() as connection:
                     messages = outbox.oldest(connection, PUBLISH_CHUNK)
                 if not messages:
                     break
@@ -175,15 +160,13 @@ class PublishingStore(Store):
                 except Exception as error:  # stored; they go out with the next publish
                     log.warning("lineage changes not published yet (kept in the store's outbox): %s", error)
                     break
-                with super().writing() as connection:
+                with self.store.writing() as connection:
                     outbox.remove(connection, [message_id for message_id, _, _ in messages])
                 published += len(messages)
         return published
 
-    def start_publisher(self) -> None:
-        """Publish from a thread of its own from now on: at once (what an earlier process left in
-        the outbox), after each commit and every `retry_seconds`. The writes then never wait for
-        the changes topic."""
+    def start(self) -> None:
+        """Publish from a thread of its own from now on: the writes then never wait for the topic."""
         self._publisher = threading.Thread(target=self._publish_until_stopped, name="changes-publisher", daemon=True)
         self._publisher.start()
 
@@ -196,13 +179,12 @@ class PublishingStore(Store):
             self._wake.wait(self.retry_seconds)
             self._wake.clear()
 
-    def dispose(self) -> None:
+    def stop(self) -> None:
         self._stop.set()
         self._wake.set()
         if self._publisher is not None:
             self._publisher.join(timeout=60)
-        super().dispose()
 
 
-def _by_key(item: tuple[StateKey, dict[str, Any]]) -> str:
+def _by_key(item: tuple[StateKey, Any]) -> str:
     return json.dumps(item[0], default=str)

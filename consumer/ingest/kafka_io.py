@@ -1,6 +1,6 @@
 """The only module that imports kafka-python: a consumer-group event source with manual offset
 commits, a dead-letter producer and a lineage-changes producer. Each takes the same `security`
-keyword arguments (consumer.kafka_security: protocol, SASL, TLS)."""
+keyword arguments (consumer.ingest.kafka_security: protocol, SASL, TLS)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from kafka.errors import CommitFailedError, KafkaError, KafkaTimeoutError, Messa
 from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from consumer.ingest import SourceState
+from consumer.ingest.kafka_loop import SourceState
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ class DeadLetters:
 
 
 class ChangeMessages:
-    """Produces keyed lineage-change messages (consumer.changes) to the changes topic; `flush`
+    """Produces keyed lineage-change messages (consumer.ingest.change_publishing) to the changes topic; `flush`
     raises BrokerUnavailable when they could not all be written."""
 
     def __init__(
