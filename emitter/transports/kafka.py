@@ -267,7 +267,7 @@ class KafkaTransport(Transport):
         spool_dir = Path(config.spoolDir) if config.spoolDir else default_spool_dir(",".join(settings["bootstrap_servers"]))
         self._sender = BackgroundSender(
             connect=lambda: KafkaSink(settings),
-            spool=Spool(spool_dir, config.spoolMaxBytes),
+            spool=Spool(spool_dir, config.spoolMaxBytes, topic=config.topic),
             settings=SenderSettings(queue_size=config.queueSize, flush_timeout_seconds=config.flushTimeoutSeconds),
             name=f"openlineage-kafka-{config.topic}",
         )

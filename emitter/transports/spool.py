@@ -12,6 +12,12 @@ records are deleted and the count is logged — recent lineage is worth more tha
 Whoever delivers spooled records holds :meth:`Spool.drain_lock` (an exclusive ``flock``
 on ``.drain.lock`` in the directory) so two applications on one host never send the same
 records twice; writers need no lock, since names never collide.
+
+Files: the directory is the user's own, mode 0700 (a directory another user owns is refused),
+each record 0600. A spool opened for a topic hands back only the records spooled for that
+topic, always with the configured topic: whatever a file's header says never redirects an
+event. A record whose write fails (a full disk) leaves no temporary file behind; temporary
+files a crashed writer left are removed when a spool opens the directory.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +45,12 @@ except ImportError:  # not on Windows: one application per spool directory there
 log = logging.getLogger(__name__)
 
 RECORD_SUFFIX = ".rec"
+TEMPORARY_SUFFIX = ".tmp"
 LOCK_FILE_NAME = ".drain.lock"
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
+# A temporary file older than this was left by a writer that died mid-write.
+STALE_TEMPORARY_SECONDS = 600.0
 WRITER_ID = f"{os.getpid()}{uuid.uuid4().hex[:6]}"
 
 
@@ -55,6 +67,17 @@ def default_spool_dir(bootstrap_servers: str) -> Path:
     return cache_home / "spark-lineage" / "kafka-spool" / cluster_id
 
 
+def _private_directory(directory: Path) -> None:
+    """`directory`, created when missing, owned by this user and 0700; SpoolUnsafe when another
+    user owns it."""
+    directory.mkdir(parents=True, mode=DIRECTORY_MODE, exist_ok=True)
+    status = directory.stat()
+    if hasattr(os, "getuid") and status.st_uid != os.getuid():
+        raise SpoolUnsafe(f"spool directory {directory} belongs to another user (uid {status.st_uid}); not used")
+    if status.st_mode & 0o777 != DIRECTORY_MODE:
+        directory.chmod(DIRECTORY_MODE)
+
+
 def encode(record: Record) -> bytes:
     header = json.dumps({"topic": record.topic, "key": record.key}, sort_keys=True).encode("utf-8")
     return header + b"\n" + record.value
@@ -66,17 +89,24 @@ def decode(seq: int, data: bytes) -> Record:
     return Record(seq=seq, topic=fields["topic"], key=fields["key"], value=value)
 
 
-class Spool:
-    """A bounded FIFO of records in a directory (see the module docstring). Thread-safe."""
+class SpoolUnsafe(PermissionError):
+    """The spool directory belongs to another user: its records cannot be trusted."""
 
-    def __init__(self, directory: Path, max_bytes: int) -> None:
+
+class Spool:
+    """A bounded FIFO of records in a directory (see the module docstring). Thread-safe.
+    `topic`: the one topic records are delivered to (None: each record's own, for tools)."""
+
+    def __init__(self, directory: Path, max_bytes: int, topic: str | None = None) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
+        self.topic = topic
         self.dropped = 0
         self._lock = threading.Lock()
         self._known_bytes: int | None = None
         self._dropped_through_seq = 0
-        directory.mkdir(parents=True, exist_ok=True)
+        _private_directory(directory)
+        self._remove_stale_temporaries()
 
     def append(self, record: Record) -> None:
         data = encode(record)
@@ -94,17 +124,25 @@ class Spool:
             self._known_bytes = (self._known_bytes or 0) + len(data)
 
     def oldest(self, limit: int) -> list[SpooledRecord]:
-        """Up to `limit` records, oldest first (records another process deletes meanwhile are skipped)."""
+        """Up to `limit` records of this spool's topic, oldest first (records another process
+        deletes meanwhile are skipped; those of other topics are left to their applications)."""
         found: list[SpooledRecord] = []
-        for name in self._names()[:limit]:
+        for name in self._names():
+            if len(found) >= limit:
+                break
             path = self.directory / name
             try:
-                found.append(SpooledRecord(path, decode(int(name.split("-", 1)[0]), path.read_bytes())))
+                record = decode(int(name.split("-", 1)[0]), path.read_bytes())
             except FileNotFoundError:
                 continue
             except (ValueError, KeyError) as error:
                 log.warning("Removing unreadable spool file %s: %s", path, error)
                 self._unlink(path)
+                continue
+            if self.topic is None:
+                found.append(SpooledRecord(path, record))
+            elif record.topic == self.topic:
+                found.append(SpooledRecord(path, attrs.evolve(record, topic=self.topic)))
         return found
 
     def remove(self, spooled: SpooledRecord) -> None:
@@ -175,9 +213,24 @@ class Spool:
             return 0
 
     def _write(self, name: str, data: bytes) -> None:
-        temporary = self.directory / f".{name}.tmp"
-        temporary.write_bytes(data)
-        os.replace(temporary, self.directory / name)
+        temporary = self.directory / f".{name}{TEMPORARY_SUFFIX}"
+        try:
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            with os.fdopen(descriptor, "wb") as file:
+                file.write(data)
+            os.replace(temporary, self.directory / name)
+        except OSError:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+
+    def _remove_stale_temporaries(self) -> None:
+        now = time.time()
+        for entry in os.scandir(self.directory):
+            if entry.name.endswith(TEMPORARY_SUFFIX):
+                with contextlib.suppress(OSError):
+                    if now - entry.stat().st_mtime > STALE_TEMPORARY_SECONDS:
+                        os.unlink(entry.path)
 
     def _unlink(self, path: Path) -> None:
         try:

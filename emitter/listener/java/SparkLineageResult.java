@@ -8,10 +8,25 @@ public class SparkLineageResult {
   public static String of(String text) throws Exception {
     if (text == null || text.length() < INLINE_LIMIT) return text;
     java.io.File shm = new java.io.File("/dev/shm");
-    java.io.File directory = shm.isDirectory() && shm.canWrite() ? shm : null;
-    java.io.File file = java.io.File.createTempFile("spark-lineage-", ".txt", directory);
-    java.nio.file.Files.write(file.toPath(), text.getBytes(java.nio.charset.StandardCharsets.UTF_8));
-    return "@" + file.getAbsolutePath();
+    java.io.File directory = shm.isDirectory() && shm.canWrite() ? shm : new java.io.File(System.getProperty("java.io.tmpdir"));
+    java.nio.file.Path file = privateTempFile(directory.toPath());
+    java.nio.file.Files.write(file, text.getBytes(java.nio.charset.StandardCharsets.UTF_8), new java.nio.file.OpenOption[0]);
+    return "@" + file.toAbsolutePath().toString();
+  }
+
+  // Created readable by its owner only (0600): a plan may hold literal values from the queries.
+  static java.nio.file.Path privateTempFile(java.nio.file.Path directory) throws Exception {
+    try {
+      java.nio.file.attribute.FileAttribute[] ownerOnly = new java.nio.file.attribute.FileAttribute[] {
+        java.nio.file.attribute.PosixFilePermissions.asFileAttribute(java.nio.file.attribute.PosixFilePermissions.fromString("rw-------"))
+      };
+      return java.nio.file.Files.createTempFile(directory, "spark-lineage-", ".txt", ownerOnly);
+    } catch (UnsupportedOperationException notPosix) {
+      java.io.File file = java.io.File.createTempFile("spark-lineage-", ".txt", directory.toFile());
+      file.setReadable(false, false);
+      file.setReadable(true, true);
+      return file.toPath();
+    }
   }
 
   static void jsonString(StringBuilder b, String s) {
