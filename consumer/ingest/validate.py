@@ -26,6 +26,8 @@ TRANSFORMATION_TYPES = frozenset({"DIRECT", "INDIRECT"})
 SNAPSHOT_KINDS = frozenset({"content", "delta", "iceberg", "stream-offsets", "sink-batch"})
 
 # ISO 8601 (a bare date too) with optional fraction of any length (nanoseconds) and optional zone.
+# C0 controls, DEL and C1 controls: never part of a dataset, job or field name.
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _TIME = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2})?)(?:\.(\d+))?)?(Z|[+-]\d{2}:?\d{2})?$")
 
 
@@ -233,7 +235,7 @@ def _check_schema(facet: Any, path: str) -> None:
         raise InvalidEvent(f"{path}.fields", "must be a list")
     for index, field in enumerate(fields):
         _require_object(field, f"{path}.fields[{index}]")
-        _require_str(field, "name", f"{path}.fields[{index}].name")
+        _require_name(field, "name", f"{path}.fields[{index}].name")
 
 
 def _check_symlinks(facet: Any, path: str) -> None:
@@ -255,6 +257,7 @@ def _check_column_lineage(facet: Any, path: str) -> None:
     fields = facet.get("fields", {})
     _require_object(fields, f"{path}.fields")
     for output_field, entry in fields.items():
+        _refuse_control_characters(output_field, f"{path}.fields")
         entry_path = f"{path}.fields.{output_field}"
         _require_object(entry, entry_path)
         _check_input_fields(entry.get("inputFields"), f"{entry_path}.inputFields")
@@ -268,7 +271,7 @@ def _check_input_fields(input_fields: Any, path: str) -> None:
     for index, input_field in enumerate(input_fields):
         field_path = f"{path}[{index}]"
         _check_named(input_field, field_path)
-        _require_str(input_field, "field", f"{field_path}.field")
+        _require_name(input_field, "field", f"{field_path}.field")
         transformations = input_field.get("transformations", [])
         if not isinstance(transformations, list):
             raise InvalidEvent(f"{field_path}.transformations", "must be a list")
@@ -301,8 +304,24 @@ def _check_facets(owner: Mapping[str, Any], path: str, key: str = "facets") -> N
 
 def _check_named(value: Any, path: str) -> None:
     _require_object(value, path)
-    _require_str(value, "namespace", f"{path}.namespace")
-    _require_str(value, "name", f"{path}.name")
+    _require_name(value, "namespace", f"{path}.namespace")
+    _require_name(value, "name", f"{path}.name")
+
+
+def _require_name(owner: Mapping[str, Any], key: str, path: str) -> None:
+    """A non-empty string without control characters: names end up in log lines, terminals,
+    URLs and the lineage graph, where a newline or an escape sequence would forge or hide text."""
+    _require_str(owner, key, path)
+    _refuse_control_characters(owner[key], path)
+
+
+def _refuse_control_characters(name: str, path: str) -> None:
+    found = _CONTROL_CHARACTER.search(name)
+    if found is not None:
+        raise InvalidEvent(
+            path,
+            f"contains control character U+{ord(found.group()):04X} at position {found.start()}; names may not hold control characters",
+        )
 
 
 def _require_object(value: Any, path: str) -> None:

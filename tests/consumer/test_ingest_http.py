@@ -48,6 +48,20 @@ def test_bad_input_is_refused_with_the_reason_and_nothing_stored(client, store):
     assert _count(store, "lineage_events") == 0
 
 
+def test_names_with_control_characters_are_refused_with_the_reason(client, store):
+    start = batch_write("j", [table("raw", "a", ["x"])], table("mart", "b", ["x"]))[0]
+    bad_field = {**start, "inputs": [{**start["inputs"][0], "facets": {"schema": {"fields": [{"name": "x\u0000y"}]}}}]}
+    bad_namespace = {**start, "job": {**start["job"], "namespace": "spark\u009b"}}
+
+    answers = [client.post("/api/v1/lineage", json=event) for event in (bad_field, bad_namespace)]
+
+    assert [answer.status_code for answer in answers] == [400, 400]
+    assert "inputs[0].facets.schema.fields[0].name" in answers[0].json()["message"]
+    assert "control character U+0000" in answers[0].json()["message"]
+    assert "job.namespace" in answers[1].json()["message"] and "U+009B" in answers[1].json()["message"]
+    assert _count(store, "lineage_events") == 0
+
+
 def test_token_guards_ingestion_when_configured(store, monkeypatch):
     monkeypatch.setenv("LINEAGE_API_TOKEN", "s3cret")
     event = batch_write("j", [table("raw", "a", ["x"])], table("mart", "b", ["x"]))[0]

@@ -220,3 +220,20 @@ def test_real_emitter_events_from_kafka_land_in_all_three_stores(store, kafka_bo
     src_read = [snapshot for table_name, snapshot in read if table_name == src]
     assert src_written and src_read == src_written  # the job that read src consumed exactly what was written
     assert any(table_name == silver for table_name, _ in written)
+
+
+def test_names_with_control_characters_are_dead_lettered_with_the_reason(store, kafka_bootstrap):
+    topic = unique_topic("events", kafka_bootstrap)
+    good_first, good_last = batch_write("app.insert_into.t", [table("raw", "a", ["x"])], table("mart", "t", ["x"]))
+    forged_job = {**good_first, "job": {**good_first["job"], "name": "app\n2026-01-01 INFO forged log line"}}
+    escape_in_dataset = {**good_last, "outputs": [{**good_last["outputs"][0], "name": "mart.t\x1b[2J"}]}
+    _produce(kafka_bootstrap, topic, [json.dumps(event).encode() for event in (forged_job, escape_in_dataset, good_first)])
+
+    ingestor = ingest_all(store, kafka_bootstrap, topic, 3)
+    dead = read_topic(kafka_bootstrap, f"{topic}.dlq", expected=2)
+
+    reasons = [dict(record.headers)[REASON_HEADER].decode() for record in dead]
+    assert ingestor.stats.dead_lettered == 2 and ingestor.stats.stored == 1
+    assert "job.name" in reasons[0] and "control character U+000A" in reasons[0]
+    assert "outputs[0].name" in reasons[1] and "control character U+001B" in reasons[1]
+    assert _rows(store, "SELECT name FROM jobs") == [("app.insert_into.t",)]
