@@ -25,6 +25,7 @@ from consumer.api.paths import KeepEncodedSlashes
 from consumer.api.slots import computing_slot, default_slots
 from consumer.ingest import DEFAULT_MAX_EVENT_BYTES
 from consumer.observability import Observability
+from consumer.version import installed_version
 
 TOKEN_ENV = "LINEAGE_API_TOKEN"
 
@@ -43,7 +44,7 @@ def create_app(
     app = FastAPI(
         title="spark-lineage query service",
         description="Marquez-compatible lineage API plus table, column and snapshot lineage questions (see docs/api.md).",
-        version="0.1.0",
+        version=installed_version(),
         responses=COMMON_ERRORS,
     )
     app.state.store = store
