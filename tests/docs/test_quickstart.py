@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 
 from tests.support.broker import free_port
 from tests.support.browser import GRAPH_JOB_NAME_CHARS, JOB_NAME_CHARS, graph_groups, open_page, svg_labels, truncated
+from tests.support.checkout import clean_environment, repository_copy
 from tests.support.paths import PROJECT_ROOT
 
 QUICKSTART = PROJECT_ROOT / "docs" / "quickstart.md"
@@ -51,32 +51,12 @@ def with_addresses(block: str, addresses: dict[str, str]) -> str:
 
 
 def _run(script: str, cwd: Path, name: str) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV"} and "LINEAGE" not in key}
-    # the suite's own virtualenv off the PATH: what runs is what the doc installed
-    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if Path(p) != Path(sys.executable).parent)
     (cwd / f"{name}.sh").write_text("set -eo pipefail\n" + script)
     result = subprocess.run(
-        ["bash", f"{name}.sh"], cwd=cwd, env=env, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_SECONDS
+        ["bash", f"{name}.sh"], cwd=cwd, env=clean_environment(), capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_SECONDS
     )
     print(result.stdout[-4000:], result.stderr[-4000:], sep="\n")
     return result
-
-
-def _repository_copy(destination: Path) -> Path:
-    """The files git knows (committed or not, ignored ones left out), as a clone would have them."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for name in filter(None, listed.split("\0")):
-        source = PROJECT_ROOT / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(source.read_bytes())
-    return destination
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +82,7 @@ def quickstart(
     """The doc run up to its last block; the consumer it started is stopped by that block (or by its
     pid, should the test fail before)."""
     port = free_port()
-    checkout = _repository_copy(tmp_path_factory.mktemp("quickstart"))
+    checkout = repository_copy(tmp_path_factory.mktemp("quickstart"))
     first, *middle, stop = doc_blocks()
     addresses = {"KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "LINEAGE_STORE_URL": quickstart_database, "LINEAGE_PORT": str(port)}
     steps = _run("\n".join([with_addresses(first, addresses), *middle]), checkout, "steps")
