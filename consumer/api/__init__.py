@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
+from importlib import metadata
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -25,7 +26,6 @@ from consumer.api.slots import computing_slot, default_slots
 from consumer.ingest import http_route
 from consumer.ingest.kafka_loop import DEFAULT_MAX_EVENT_BYTES
 from consumer.observability import Observability
-from consumer.version import installed_version
 
 TOKEN_ENV = "LINEAGE_API_TOKEN"
 
@@ -44,7 +44,7 @@ def create_app(
     app = FastAPI(
         title="spark-lineage query service",
         description="Marquez-compatible lineage API plus table, column and snapshot lineage questions (see docs/api.md).",
-        version=installed_version(),
+        version=metadata.version("spark-lineage"),  # pyproject.toml, the one place it is written
         responses=COMMON_ERRORS,
     )
     app.state.store = store
