@@ -152,3 +152,32 @@ def test_the_consumer_settings_table_says_which_commands_take_each_flag() -> Non
     for command, accepted in _command_options().items():
         documented = {flag for flag, commands in table.items() if command in commands}
         assert documented == accepted & set(table), command
+
+
+LIST_ITEM = re.compile(r"^(\s*)(?:[-*]|\d+\.)\s")
+MAX_BULLET_LINES = 10  # a bullet holds one point; a longer explanation is a paragraph or a section
+
+
+def long_bullets(text: str) -> list[str]:
+    """The list items (with their continuation lines) longer than MAX_BULLET_LINES, outside code blocks."""
+    found: list[str] = []
+    item: list[str] = []
+    for line in FENCE.sub("", text).splitlines() + [""]:
+        starts = LIST_ITEM.match(line)
+        continues = item and line.strip() and line.startswith(" ") and not starts
+        if continues:
+            item.append(line)
+            continue
+        if len(item) > MAX_BULLET_LINES:
+            found.append(f"{len(item)} lines: {item[0].strip()[:80]}")
+        item = [line] if starts else []
+    return found
+
+
+@pytest.mark.parametrize("path", _reference_pages(), ids=lambda path: str(path.relative_to(PROJECT_ROOT)))
+def test_reference_page_bullets_are_short(path: Path) -> None:
+    assert long_bullets(path.read_text()) == []
+
+
+def test_a_long_bullet_is_found() -> None:
+    assert long_bullets("- short\n  two\n- long\n" + "  more\n" * MAX_BULLET_LINES) == [f"{MAX_BULLET_LINES + 1} lines: - long"]
