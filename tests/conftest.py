@@ -6,4 +6,5 @@ pytest_plugins = [
     "tests.support.broker",
     "tests.support.databases",
     "tests.support.tls",
+    "tests.support.browser",
 ]
