@@ -5,6 +5,6 @@ pytest_plugins = [
     "tests.support.spark",
     "tests.support.broker",
     "tests.support.databases",
-    "tests.support.tls",
+    "tests.support.relay",
     "tests.support.browser",
 ]

