@@ -2,15 +2,19 @@
 materialize -> store path as Kafka. One event (a JSON object, as Marquez) or a batch (a JSON
 list) -> 201; any invalid event -> 400 naming it, and nothing of the request is stored; a body
 above the maximum event size (the Kafka path's limit too) -> 413, read no further than the limit.
-The app (consumer.api.create_app) includes this router behind its bearer-token guard."""
+The app (consumer.api.create_app) includes this router behind its write-token guard; a store
+error is answered 503 (consumer.api.errors.database_error), its details logged, never echoed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
+from consumer.api.errors import database_error
 from consumer.events import InvalidEvent, decode
 from consumer.prepare import prepare
 
@@ -47,6 +51,14 @@ async def ingest_lineage(request: Request) -> Response:
     body = await _body_within(request, limit)
     if body is None:
         return _too_large(limit)
+    # Decoding and validating a large event takes long enough to stall every other request: off the event loop.
+    try:
+        return await run_in_threadpool(_ingest, request.app.state.store, body)
+    except DBAPIError as error:
+        return database_error(error, "storing events posted to /api/v1/lineage")
+
+
+def _ingest(store: Any, body: bytes) -> Response:
     try:
         decoded = decode(body)
     except InvalidEvent as error:
@@ -61,14 +73,7 @@ async def ingest_lineage(request: Request) -> Response:
         except InvalidEvent as error:
             where = f"event [{index}] " if isinstance(decoded, list) else ""
             return _bad_request(f"{where}{error}")
-    store = request.app.state.store
-    try:
-        stored = await run_in_threadpool(store.write, prepared)
-    except DBAPIError as error:
-        cause = str(error.orig or error).splitlines()[0]
-        if isinstance(error, (OperationalError, InterfaceError)) or error.connection_invalidated:
-            return JSONResponse(status_code=503, content={"code": 503, "message": f"store unavailable: {cause}"})
-        return _bad_request(f"store rejected the events: {cause}")
+    stored = store.write(prepared)
     if isinstance(decoded, list):
         return JSONResponse(status_code=201, content={"received": len(events), "stored": stored})
     return Response(status_code=201)
