@@ -66,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     def command(
         name: str, run: Callable[[argparse.Namespace], int], help_text: str, settings: tuple[str, ...]
     ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        # no abbreviations: `--token SECRET` must be refused, not taken as `--token-file SECRET`
+        sub = commands.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
         add_arguments(sub, settings)
         sub.set_defaults(run=run)
         return sub
