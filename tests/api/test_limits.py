@@ -163,7 +163,9 @@ def test_a_slow_upload_times_out_and_holds_no_slot(sqlite_store) -> None:
     with serving(app) as url:
         address = urlsplit(url)
         with socket.create_connection((address.hostname, address.port), timeout=10) as slow:
-            slow.sendall(b"POST /api/v1/lineage HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nContent-Type: application/json\r\n\r\n{")
+            slow.sendall(
+                b"POST /api/v1/lineage HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nContent-Type: application/json\r\n\r\n{"
+            )
             # meanwhile the one computing slot is free
             assert httpx.get(url + "/api/v1/namespaces", timeout=5).status_code == 200
             answer = slow.recv(4096).decode()

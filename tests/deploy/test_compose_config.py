@@ -141,7 +141,9 @@ def test_each_local_port_moves_everywhere_it_is_used() -> None:
     text = yaml.safe_dump(services)
     for default in ("59092", "55432", "55000", "53000"):
         assert default not in text, f"port {default} is fixed somewhere"
-    broker, postgres, api, web = (moved[name] for name in ("STACK_BROKER_PORT", "STACK_POSTGRES_PORT", "STACK_API_PORT", "STACK_WEB_PORT"))
+    broker, postgres, api, web = (
+        moved[name] for name in ("STACK_BROKER_PORT", "STACK_POSTGRES_PORT", "STACK_API_PORT", "STACK_WEB_PORT")
+    )
     assert f"tcp://127.0.0.1:{broker}" in services["kafka"]["command"]
     assert broker in str(services["kafka"]["healthcheck"]["test"])
     assert services["consumer"]["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == f"127.0.0.1:{broker}"
