@@ -11,10 +11,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DBAPIError
 from starlette.concurrency import run_in_threadpool
 
-from consumer.api.errors import database_error
+from consumer.api.errors import STORE_ERRORS, database_error
 from consumer.events import InvalidEvent, decode
 from consumer.prepare import prepare
 
@@ -54,7 +53,7 @@ async def ingest_lineage(request: Request) -> Response:
     # Decoding and validating a large event takes long enough to stall every other request: off the event loop.
     try:
         return await run_in_threadpool(_ingest, request.app.state.store, body)
-    except DBAPIError as error:
+    except STORE_ERRORS as error:
         return database_error(error, "storing events posted to /api/v1/lineage")
 
 

@@ -15,8 +15,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from consumer.query.db import is_stopped_query
 from consumer.query.errors import BadParameter, NotFound, SearchLimitReached
+from consumer.store.store import StoreUnavailable
 
 log = logging.getLogger(__name__)
+# What reaching the store may raise besides query errors: the database's errors, the store's own
+# (a SQLite writer lock held elsewhere), the file system's (a SQLite file that cannot be opened).
+STORE_ERRORS: tuple[type[Exception], ...] = (DBAPIError, StoreUnavailable, OSError)
 # Seconds a client told "the store is unavailable" (503) waits before asking again.
 STORE_RETRY_AFTER = "5"
 
@@ -58,7 +62,7 @@ def _error(code: int, message: str, headers: dict[str, str] | None = None) -> JS
     return JSONResponse(status_code=code, content={"code": code, "message": message}, headers=headers)
 
 
-def database_error(error: DBAPIError, what: str) -> JSONResponse:
+def database_error(error: Exception, what: str) -> JSONResponse:
     """A database error as an answer that names no host, user or SQL: the details go to the log.
     A statement stopped by its time budget -> 504, data the database refuses -> 400, anything else
     -> 503 (retry later)."""
@@ -96,9 +100,11 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(_: Request, error: StarletteHTTPException) -> JSONResponse:
         return _error(error.status_code, str(error.detail), getattr(error, "headers", None))
 
-    @app.exception_handler(DBAPIError)
-    async def store_error(request: Request, error: DBAPIError) -> JSONResponse:
+    async def store_error(request: Request, error: Exception) -> JSONResponse:
         return database_error(error, f"{request.method} {request.url.path}")
+
+    for unavailable in STORE_ERRORS:
+        app.add_exception_handler(unavailable, store_error)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, error: Exception) -> JSONResponse:

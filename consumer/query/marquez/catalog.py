@@ -162,7 +162,8 @@ def lineage_events(store: Any, before: str | None, after: str | None, direction:
         # streamed a few at a time: the rows past the byte bound are never fetched
         query = select(s.lineage_events.c.payload).where(*conditions).order_by(order, tiebreak).limit(limit).offset(offset)
         payloads = conn.execution_options(yield_per=16).execute(query).scalars()
-        events, size = [], 0
+        events: list[Any] = []
+        size = 0
         for payload in payloads:
             if events and size + len(payload) > EVENTS_PAGE_BYTES:
                 break
