@@ -1,5 +1,5 @@
 """The HTTP app: Marquez-compatible reads under /api/v1, our lineage questions under /api/v1/lineage-store,
-and OpenLineage ingestion at POST /api/v1/lineage (consumer.ingest_http) behind the write token.
+and OpenLineage ingestion at POST /api/v1/lineage (consumer.ingest.http_route) behind the write token.
 
 FastAPI lives only in this package. `create_app(store, settings, observability, clock)` is the one entry
 point. `settings` (consumer.settings.Settings, or any object with some of these attributes):
@@ -20,12 +20,12 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from consumer import ingest_http
 from consumer.api import health, lineage_store, marquez
 from consumer.api.auth import Tokens, check_token, require_read_token, require_token
 from consumer.api.errors import COMMON_ERRORS, INGEST_ERRORS, install_error_handlers
 from consumer.api.limits import BoundedRequests, ComputingSlots, Limits
 from consumer.api.paths import KeepEncodedSlashes
+from consumer.ingest import http_route
 from consumer.observability import Observability
 from consumer.settings import READ_TOKEN_ENV, TOKEN_ENV
 
@@ -80,7 +80,7 @@ def create_app(
     app.include_router(marquez.router, dependencies=reading)
     app.include_router(marquez.search_v2beta, dependencies=reading)
     app.include_router(lineage_store.router, dependencies=reading)
-    app.include_router(ingest_http.router, dependencies=[Depends(require_token)], responses=INGEST_ERRORS)
+    app.include_router(http_route.router, dependencies=[Depends(require_token)], responses=INGEST_ERRORS)
     if web_dir := getattr(settings, "web_dir", None):
         from consumer.api.web import mount_web
 

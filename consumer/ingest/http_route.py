@@ -14,8 +14,9 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from consumer.api.errors import STORE_ERRORS, database_error
-from consumer.events import InvalidEvent, decode
-from consumer.prepare import prepare
+from consumer.ingest.prepare import prepare
+from consumer.ingest.store_writes import StoreWrites
+from consumer.ingest.validate import InvalidEvent, decode
 
 router = APIRouter(prefix="/api/v1")
 
@@ -72,7 +73,8 @@ def _ingest(store: Any, body: bytes) -> Response:
         except InvalidEvent as error:
             where = f"event [{index}] " if isinstance(decoded, list) else ""
             return _bad_request(f"{where}{error}")
-    stored = store.write(prepared)
+    writes = store if isinstance(store, StoreWrites) else StoreWrites(store)  # the app's (with its hooks), or a bare Store
+    stored = writes.write(prepared)
     if isinstance(decoded, list):
         return JSONResponse(status_code=201, content={"received": len(events), "stored": stored})
     return Response(status_code=201)
