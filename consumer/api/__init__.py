@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+import attrs
 from fastapi import Depends, FastAPI
 
 from consumer.api import health, lineage_store, marquez
@@ -47,6 +48,18 @@ def tokens_of(settings: Any) -> Tokens:
     )
 
 
+def _limits(settings: Any) -> Limits:
+    """`settings.limits`, else the defaults with `max_event_bytes` and `concurrent_requests` when given."""
+    if (given := getattr(settings, "limits", None)) is not None:
+        return given
+    limits = Limits()
+    if event_bytes := getattr(settings, "max_event_bytes", None):
+        limits = attrs.evolve(limits, event_bytes=event_bytes)
+    if slots := getattr(settings, "concurrent_requests", None):
+        limits = attrs.evolve(limits, concurrent_requests=slots)
+    return limits
+
+
 def create_app(
     store: Any,
     settings: Any = None,
@@ -60,7 +73,7 @@ def create_app(
         version="0.1.0",
         responses=COMMON_ERRORS,
     )
-    limits: Limits = getattr(settings, "limits", None) or Limits()
+    limits = _limits(settings)
     app.state.store = store
     app.state.clock = clock
     app.state.tokens = tokens_of(settings)
