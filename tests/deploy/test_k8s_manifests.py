@@ -129,3 +129,23 @@ def test_every_variable_set_is_a_consumer_setting() -> None:
     assert set(_named("Secret")["lineage-consumer"]["stringData"]) <= known
     for pod in _pods():
         assert {item["name"] for item in pod["containers"][0]["env"]} <= known
+
+
+def test_the_http_only_overlay_turns_the_ingesting_members_to_http_ingestion() -> None:
+    overlay = yaml.safe_load((K8S / "http-only" / "kustomization.yaml").read_text())
+    assert overlay["resources"] == [".."]
+    (patch,) = overlay["patches"]
+    assert patch["target"] == {"kind": "Deployment", "name": "lineage-ingest"}
+    deployment = copy.deepcopy(_named("Deployment")["lineage-ingest"])
+    for operation in yaml.safe_load(patch["patch"]):  # JSON patch: test, then replace
+        *parents, last = operation["path"].strip("/").split("/")
+        node: Any = deployment
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key = int(last) if isinstance(node, list) else last
+        if operation["op"] == "test":
+            assert node[key] == operation["value"], operation
+        else:
+            node[key] = operation["value"]
+    assert _role(deployment) == "http"
+    assert kubernetes_validate.validate(deployment, KUBERNETES_VERSION, strict=True)
