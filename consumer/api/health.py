@@ -35,7 +35,7 @@ async def healthz(request: Request) -> JSONResponse:
         problems.append(f"every computing slot taken, none released for {stalled:.0f} s")
     try:
         await asyncio.wait_for(run_in_threadpool(lambda: None), THREAD_CHECK_TIMEOUT_SECONDS)
-    except TimeoutError:
+    except asyncio.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
         problems.append(f"no worker thread ran a no-op within {THREAD_CHECK_TIMEOUT_SECONDS:g} s")
     if problems:
         log.error("not healthy: %s", "; ".join(problems))
@@ -65,7 +65,7 @@ async def _store_check(store: Any) -> str:
 
     try:
         await asyncio.wait_for(run_in_threadpool(probe), STORE_CHECK_TIMEOUT_SECONDS)
-    except TimeoutError:
+    except asyncio.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
         log.warning("readiness: the store did not answer within %g s", STORE_CHECK_TIMEOUT_SECONDS)
         return "unreachable: no answer in time"
     except Exception as error:  # the reason goes to the log only: it may name hosts and users

@@ -158,7 +158,7 @@ class BoundedRequests:
         except BodyTooLarge:
             await _answer(send, 413, f"request body above the limit of {limit} bytes", close=True)
             return
-        except TimeoutError:
+        except asyncio.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
             await _answer(send, 408, f"request body not received within {self.limits.body_seconds:g} s", close=True)
             return
         try:
