@@ -175,3 +175,12 @@ def test_tls_with_a_self_signed_certificate(sqlite_url, tmp_path: Path) -> None:
             httpx.get(f"{url}/healthz", timeout=10)
         with pytest.raises(httpx.HTTPError):  # no plain HTTP on that port
             httpx.get(url.replace("https://", "http://") + "/api/v1/jobs", timeout=10).raise_for_status()
+
+
+def test_sslmode_in_the_store_url_reaches_postgresql(postgres_url) -> None:
+    """libpq's parameters pass through the store URL: this server has no TLS, so `require` must fail
+    (and say why, without the password) while `disable` works."""
+    refused = _refused(f"{postgres_url}&sslmode=require", "--role", "api")
+    assert refused.startswith("error: cannot open the lineage store") and "SSL" in refused
+    with serving(f"{postgres_url}&sslmode=disable", "--role", "http", env={"LINEAGE_API_TOKEN": TOKEN}) as url:
+        assert httpx.get(f"{url}/readyz", timeout=10).json()["store"] == "reachable"
