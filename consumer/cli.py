@@ -50,6 +50,7 @@ _HTTP = (
     "statement_timeout",
     "max_body_bytes",
     "body_timeout",
+    "max_connections",
 )
 # Restarts of serve's ingestion thread after a failure: doubling pauses, reset after a long run.
 RESTART_BACKOFF_SECONDS = (1.0, 60.0)
@@ -395,6 +396,7 @@ def _serve(args: argparse.Namespace) -> int:
             port=settings.port,
             ssl_certfile=settings.ssl_certfile,
             ssl_keyfile=settings.ssl_keyfile,
+            limit_concurrency=settings.max_connections,
             log_level="info",
             log_config=None,  # our handlers (text or JSON)
             timeout_graceful_shutdown=10,

@@ -125,6 +125,13 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
     ),
     ("body_timeout", "--body-timeout", "LINEAGE_BODY_TIMEOUT", "30", "seconds a request body may take to arrive (then 408)"),
     (
+        "max_connections",
+        "--max-connections",
+        "LINEAGE_MAX_CONNECTIONS",
+        "1000",
+        "open HTTP connections at most (idle or slow ones included); beyond, new requests are answered 503 at once",
+    ),
+    (
         "retire_after",
         "--retire-after",
         "LINEAGE_RETIRE_AFTER",
@@ -205,6 +212,7 @@ class Settings:
     statement_timeout: float = 30.0
     max_body_bytes: int = 64 * 1024
     body_timeout: float = 30.0
+    max_connections: int = 1000
     retire_after: timedelta | None = None
     batch_size: int = 500
     session_timeout_ms: int = 10000
@@ -254,6 +262,7 @@ class Settings:
             "concurrent_requests",
             "queued_requests",
             "max_body_bytes",
+            "max_connections",
         ):
             if values.get(name) is not None:
                 values[name] = int(values[name])

@@ -7,6 +7,7 @@ token is refused, tokens never come from the command line; TLS over a self-signe
 from __future__ import annotations
 
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -184,3 +186,21 @@ def test_sslmode_in_the_store_url_reaches_postgresql(postgres_url) -> None:
     assert refused.startswith("error: cannot open the lineage store") and "SSL" in refused
     with serving(f"{postgres_url}&sslmode=disable", "--role", "http", env={"LINEAGE_API_TOKEN": TOKEN}) as url:
         assert httpx.get(f"{url}/readyz", timeout=10).json()["store"] == "reachable"
+
+
+def test_connections_beyond_the_maximum_are_answered_503(sqlite_url) -> None:
+    """Idle or slow connections (a header or body trickling in) cannot pile up without bound."""
+    with serving(sqlite_url, "--role", "http", "--max-connections", "3") as url:
+        address = urlsplit(url)
+        idle = [socket.create_connection((address.hostname, address.port), timeout=10) for _ in range(3)]
+        try:
+            time.sleep(0.2)  # the server has accepted them
+            assert httpx.get(f"{url}/api/v1/namespaces", timeout=10).status_code == 503
+        finally:
+            for connection in idle:
+                connection.close()
+        answered = 0
+        deadline = time.monotonic() + 10
+        while answered != 200 and time.monotonic() < deadline:
+            answered = httpx.get(f"{url}/api/v1/namespaces", timeout=10).status_code
+        assert answered == 200
