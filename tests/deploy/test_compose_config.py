@@ -71,8 +71,17 @@ def test_public_file_uses_public_images_and_our_dockerfiles(public: dict) -> Non
     assert not any(service.get("network_mode") == "host" for service in services.values())
 
 
-def test_the_api_is_published_on_loopback_only_and_needs_a_token(public: dict) -> None:
-    for name in ("consumer", "web"):
+def test_public_kafka_is_reachable_from_the_containers_and_from_the_host(public: dict) -> None:
+    kafka = public["services"]["kafka"]
+    advertised = dict(listener.split("://") for listener in kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    assert advertised["PLAINTEXT"] == "kafka:9092"
+    host_port = advertised["HOST"].rsplit(":", 1)[1]
+    container_port = kafka["environment"]["KAFKA_LISTENERS"].split("HOST://:")[1].split(",")[0]
+    assert [(str(port["published"]), str(port["target"])) for port in kafka["ports"]] == [(host_port, container_port)]
+
+
+def test_every_port_is_published_on_loopback_only_and_the_api_needs_a_token(public: dict) -> None:
+    for name in ("kafka", "consumer", "web"):
         for port in public["services"][name]["ports"]:
             assert port["host_ip"] == "127.0.0.1", (name, port)
     consumer = public["services"]["consumer"]["environment"]
