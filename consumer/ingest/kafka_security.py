@@ -6,8 +6,8 @@ three, from (lowest precedence first)
   lines with Java (`security.protocol`, `sasl.jaas.config`), librdkafka (`sasl.username`,
   `ssl.ca.location`) or kafka-python (`sasl_plain_username`, `ssl_cafile`) names;
 - the `--kafka-*` flags and `KAFKA_*` environment variables (consumer.settings);
-- secrets from the environment (`KAFKA_SASL_PASSWORD`, `KAFKA_SSL_KEY_PASSWORD`) or from files
-  (`--kafka-sasl-password-file`, `--kafka-ssl-key-password-file`): never from a flag.
+- secrets from files (`--kafka-sasl-password-file`, `--kafka-ssl-key-password-file`) or the
+  environment (`KAFKA_SASL_PASSWORD`, `KAFKA_SSL_KEY_PASSWORD`): never from a flag.
 
 A key this module does not know is warned about by name (never its value) and left out. Pure
 but for reading the files named."""
@@ -18,13 +18,14 @@ import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from consumer.settings import Settings
 
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
-SASL_PASSWORD_ENV = "KAFKA_SASL_PASSWORD"
-SSL_KEY_PASSWORD_ENV = "KAFKA_SSL_KEY_PASSWORD"
 # Client property names (lowercase, dots and dashes as underscores) -> kafka-python argument.
 CLIENT_NAMES = {
     "security_protocol": "security_protocol",
@@ -70,24 +71,21 @@ class KafkaSettingsError(ValueError):
     """The Kafka security settings are contradictory, incomplete or name a missing file."""
 
 
-def client_security(settings: Any, environ: Mapping[str, str]) -> dict[str, Any]:
-    """kafka-python keyword arguments for every client of the consumer, from `settings`
-    (consumer.settings.Settings) and the secrets in `environ`."""
+def client_security(settings: Settings) -> dict[str, Any]:
+    """kafka-python keyword arguments for every client of the consumer, from `settings` (its
+    secrets from their files or environment variables)."""
     config: dict[str, Any] = {}
-    if getattr(settings, "kafka_config", None):
+    if settings.kafka_config:
         config.update(read_properties(Path(settings.kafka_config)))
     for attribute, name in _FROM_SETTINGS.items():
-        if (value := getattr(settings, attribute, None)) is not None:
+        if (value := getattr(settings, attribute)) is not None:
             config[name] = value
-    secrets = (
-        ("sasl_plain_password", SASL_PASSWORD_ENV, getattr(settings, "kafka_sasl_password_file", None)),
-        ("ssl_password", SSL_KEY_PASSWORD_ENV, getattr(settings, "kafka_ssl_key_password_file", None)),
-    )
-    for name, env, file in secrets:
-        if environ.get(env):
-            config[name] = environ[env]
-        if file:
-            config[name] = _secret_file(Path(file), name)
+    for name, secret in (
+        ("sasl_plain_password", settings.kafka_sasl_password),
+        ("ssl_password", settings.kafka_ssl_key_password),
+    ):
+        if secret is not None:
+            config[name] = secret
     return validated(config)
 
 
@@ -123,13 +121,6 @@ def _from_jaas(jaas: str) -> dict[str, str]:
     """username and password of a `sasl.jaas.config` (PLAIN and SCRAM login modules)."""
     names = {"username": "sasl_plain_username", "password": "sasl_plain_password"}
     return {names[key]: value.replace('\\"', '"') for key, value in _JAAS_VALUE.findall(jaas)}
-
-
-def _secret_file(path: Path, name: str) -> str:
-    try:
-        return path.read_text().rstrip("\r\n")
-    except OSError as error:
-        raise KafkaSettingsError(f"cannot read the file holding {name}, {path}: {error.strerror}") from None
 
 
 def validated(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -247,6 +247,7 @@ def test_writer_commands_take_the_sqlite_writer_lock_before_any_migration(tmp_pa
         refused = [
             _consumer("migrate", "--store", f"sqlite:///{database}"),
             _consumer("ingest", "--store", f"sqlite:///{database}", "--bootstrap-servers", f"127.0.0.1:{free_port()}"),
+            _consumer("replay", "--store", f"sqlite:///{database}"),
         ]
     finally:
         other_writer.release()

