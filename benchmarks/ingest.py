@@ -1,10 +1,16 @@
-"""Ingest and replay rates vs raw rate, for SQLite and PostgreSQL; PostgreSQL with 1, 2 and 3 processes.
+"""Ingest and replay rates vs raw rate, and what the store keeps per event, for SQLite and
+PostgreSQL; PostgreSQL with 1, 2 and 3 processes.
 
-    .venv/bin/python -m benchmarks.ingest [--events 4000] [--batch-size 500] [--postgres URL] [--processes 3]
+    .venv/bin/python -m benchmarks.ingest [--events 4000] [--workload new|repeat|both]
+        [--batch-size 500] [--postgres URL] [--processes 3]
 
 Produces realistic Spark write events (START + COMPLETE per run, 10-40 column-lineage edges,
-two indirect JOIN inputs, schema, symlinks and snapshot facets) to a fresh topic, then in the
-same run measures:
+two indirect JOIN inputs, schema, symlinks and snapshot facets) to a fresh topic. Workloads:
+  new     every run picks random tables (today's random events): most runs are new lineage;
+  repeat  300 scheduled jobs, each run many times with the same tables, schemas and column
+          lineage (new run ids, snapshots and times); about 1 % of runs change the job's schema
+          or an edge, which later runs keep.
+Per workload and database, in the same run, it measures:
   raw     reading the topic with kafka-python and json-parsing every record;
   ingest  the consumer's real path (EventSource -> validate -> materialize -> one store
           transaction per poll -> commit offsets) into a fresh SQLite file / PostgreSQL database.
@@ -12,6 +18,14 @@ same run measures:
   scale   PostgreSQL only: 1, 2, 3 `python -m consumer ingest` processes in one group on a
           6-partition copy of the topic, each count into a fresh database; the clock runs from
           the first event stored to the last (group joins not counted).
+  store   rows written or updated per event (PostgreSQL: pg_stat_user_tables inserts + updates
+          + deletes; SQLite: the rows each write statement changed), store bytes per event
+          (SQLite: the file after a WAL checkpoint; PostgreSQL: pg_total_relation_size of every
+          table, indexes and TOAST included) and PostgreSQL WAL bytes per event (the WAL records
+          of the scratch database, from pg_walinspect; the cluster's whole WAL where that
+          extension is missing);
+  cpu     with 1 and 2 processes: CPU-seconds of the ingest processes and their workers per
+          stored event (/proc; the database server not counted).
 Both raw and ingest clocks start at the first record received, so Tansu's group-join delay is not counted.
 Beside raw and ingest, how many of the machine's cores were busy meanwhile (every process: the
 consumer and its worker, the database server, the broker; from /proc/stat).
@@ -71,11 +85,62 @@ def spark_events(runs: int, seed: int = 7) -> Iterator[dict[str, Any]]:
         )
 
 
+REPEAT_JOBS = 300
+REPEAT_CHANGE_RATE = 0.01
+
+
+class _ScheduledJob:
+    def __init__(self, number: int, rng: random.Random) -> None:
+        self.target = f"tgt_{number}"
+        self.source = f"src_{rng.randrange(100)}"
+        self.dim = f"dim_{rng.randrange(20)}"
+        self.columns = [f"col_{i}" for i in range(rng.randint(10, 40))]
+        self.moved: set[str] = set()  # output columns read from col_0 instead of their namesake
+
+    def change(self, rng: random.Random) -> None:
+        if rng.random() < 0.5:
+            self.columns = [*self.columns, f"col_{len(self.columns)}"]
+        else:
+            self.moved = {*self.moved, rng.choice(self.columns)}
+
+
+def repeat_events(runs: int, seed: int = 11) -> Iterator[dict[str, Any]]:
+    """START and COMPLETE of `runs` runs of REPEAT_JOBS scheduled jobs, round robin: each job keeps
+    its tables, schema and column lineage from run to run (new run id, snapshots and times); a run
+    changes its job (one more column, or one edge moved to another input column) with probability
+    REPEAT_CHANGE_RATE, and the job's later runs keep the change."""
+    rng = random.Random(seed)
+    jobs = [_ScheduledJob(number, rng) for number in range(REPEAT_JOBS)]
+    for index in range(runs):
+        job = jobs[index % REPEAT_JOBS]
+        if rng.random() < REPEAT_CHANGE_RATE:
+            job.change(rng)
+        source = _table(job.source, job.columns, snapshot=f"in-{index}")
+        dim = _table(job.dim, ["key", "label"], snapshot=f"dim-{index // 50}")
+        output = with_column_lineage(
+            _table(job.target, job.columns, snapshot=f"out-{index}"),
+            {c: [(source, "col_0" if c in job.moved else c)] for c in job.columns},
+            indirect=[(source, "col_0", "JOIN"), (dim, "key", "JOIN")],
+        )
+        run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        yield from batch_write(
+            f"bench.insert_into.{job.target}",
+            [source, dim],
+            output,
+            run_id=run_id,
+            start=BASE_TIME + timedelta(seconds=index * 10),
+            duration=timedelta(seconds=7),
+        )
+
+
+WORKLOADS: dict[str, Callable[[int], Iterator[dict[str, Any]]]] = {"new": spark_events, "repeat": repeat_events}
+
+
 def _table(name: str, columns: list[str], snapshot: str) -> dict[str, Any]:
     return table("bench", name, columns, snapshot=snapshot, location=f"/warehouse/bench.db/{name}")
 
 
-def produce(bootstrap: str, topic: str, runs: int, partitions: int = 1) -> int:
+def produce(bootstrap: str, topic: str, runs: int, partitions: int = 1, workload: str = "new") -> int:
     if partitions > 1:
         from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -84,7 +149,7 @@ def produce(bootstrap: str, topic: str, runs: int, partitions: int = 1) -> int:
         admin.close()
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024)
     count = 0
-    for event in spark_events(runs):
+    for event in WORKLOADS[workload](runs):
         producer.send(topic, key=event["run"]["runId"].encode(), value=json.dumps(event).encode())
         count += 1
     producer.flush()
@@ -171,9 +236,17 @@ class _FirstArrival:
 
 
 def ingest_rate(
-    store_url: str, bootstrap: str, topic: str, expected: int, batch_size: int, cores: BusyCores | None = None
+    store_url: str,
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    batch_size: int,
+    cores: BusyCores | None = None,
+    rows: RowsChanged | None = None,
 ) -> float:
     store = open_store(store_url)
+    if rows is not None:
+        rows.watch(store.engine)
     source = EventSource(
         bootstrap,
         topic,
@@ -200,6 +273,95 @@ def ingest_rate(
     return expected / elapsed
 
 
+class RowsChanged:
+    """SQLite: the rows every INSERT/UPDATE/DELETE of an engine changed (the driver's rowcount)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def watch(self, engine: Any) -> None:
+        from sqlalchemy import event
+
+        event.listen(engine, "after_cursor_execute", self._count)
+
+    def _count(self, _connection: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip()[:6].upper() in ("INSERT", "UPDATE", "DELETE") and cursor.rowcount > 0:
+            self.rows += cursor.rowcount
+
+
+def postgres_rows_changed(url: str) -> int:
+    """Rows inserted, updated and deleted in every table of the database so far (statistics)."""
+    time.sleep(1.5)  # statistics reach the shared view at most once a second
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_stat_clear_snapshot()"))
+        rows = connection.execute(
+            text("SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) FROM pg_stat_user_tables")
+        ).scalar_one()
+    engine.dispose()
+    return int(rows)
+
+
+def store_bytes(url: str) -> int:
+    """SQLite: the file after a checkpoint; PostgreSQL: every table with its indexes and TOAST."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            if engine.dialect.name == "sqlite":
+                connection.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+                assert engine.url.database
+                return Path(engine.url.database).stat().st_size
+            return int(
+                connection.execute(
+                    text("SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_stat_user_tables")
+                ).scalar_one()
+            )
+    finally:
+        engine.dispose()
+
+
+class WalMeter:
+    """PostgreSQL WAL written for one database between `start` and `stop`: pg_walinspect's records
+    touching that database's relations, or (without the extension) the whole cluster's WAL."""
+
+    def __init__(self, url: str) -> None:
+        self.engine = create_engine(url, isolation_level="AUTOCOMMIT")
+        self.start_lsn = ""
+        with self.engine.connect() as connection:
+            try:
+                connection.execute(text("CREATE EXTENSION IF NOT EXISTS pg_walinspect"))
+                self.inspect = True
+            except Exception:
+                self.inspect = False
+            self.database_oid = connection.execute(
+                text("SELECT oid FROM pg_database WHERE datname = current_database()")
+            ).scalar_one()
+
+    def start(self) -> None:
+        with self.engine.connect() as connection:
+            self.start_lsn = connection.execute(text("SELECT pg_current_wal_insert_lsn()::text")).scalar_one()
+
+    def stop(self) -> tuple[int, str]:
+        with self.engine.connect() as connection:
+            end = connection.execute(text("SELECT pg_current_wal_flush_lsn()::text")).scalar_one()
+            if self.inspect:
+                written = connection.execute(
+                    text(
+                        "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info(CAST(:a AS pg_lsn), CAST(:b AS pg_lsn)) "
+                        "WHERE block_ref LIKE :rel"
+                    ),
+                    {"a": self.start_lsn, "b": end, "rel": f"%/{self.database_oid}/%"},
+                ).scalar_one()
+                how = "this database"
+            else:
+                written = connection.execute(
+                    text("SELECT pg_wal_lsn_diff(CAST(:b AS pg_lsn), CAST(:a AS pg_lsn))"), {"a": self.start_lsn, "b": end}
+                ).scalar_one()
+                how = "whole cluster"
+        self.engine.dispose()
+        return int(written), how
+
+
 def replay_rate(store_url: str) -> float:
     """The events/s `consumer replay` reports for the whole store."""
     result = subprocess.run(
@@ -211,10 +373,41 @@ def replay_rate(store_url: str) -> float:
     return float(found.group(1))
 
 
+def _process_tree_cpu_seconds(roots: list[int]) -> float:
+    """User + system CPU-seconds of the processes `roots` and their children (from /proc)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    tree = set(roots)
+    grown = True
+    while grown:
+        children = {pid for pid, parent in parents.items() if parent in tree} - tree
+        grown = bool(children)
+        tree |= children
+    return sum(times.get(pid, 0.0) for pid in tree)
+
+
 def processes_rate(
-    store_url: str, bootstrap: str, topic: str, expected: int, processes: int, batch_size: int, cores: BusyCores
+    store_url: str,
+    bootstrap: str,
+    topic: str,
+    expected: int,
+    processes: int,
+    batch_size: int,
+    cores: BusyCores,
+    cpu: list[float] | None = None,
 ) -> float:
-    """`processes` ingest processes in one group; events/s from the first event stored to the last."""
+    """`processes` ingest processes in one group; events/s from the first event stored to the last.
+    `cpu` gets the processes' (and their workers') CPU-seconds per event stored meanwhile."""
     env = {
         **os.environ,
         "LINEAGE_STORE_URL": store_url,
@@ -241,10 +434,14 @@ def processes_rate(
             now = time.perf_counter()
             if stored and first is None:
                 first = (now, stored)
+                first_cpu = _process_tree_cpu_seconds([worker.pid for worker in workers])
                 cores.start()
             if stored >= expected:
                 assert first is not None
                 cores.stop()
+                if cpu is not None:
+                    spent = _process_tree_cpu_seconds([worker.pid for worker in workers]) - first_cpu
+                    cpu.append(spent / max(stored - first[1], 1))
                 return (stored - first[1]) / max(now - first[0], 1e-9)
             time.sleep(0.2)
         raise SystemExit(f"{processes} ingest processes did not store {expected} events in time")
@@ -272,9 +469,34 @@ def _drop_postgres(admin_url: str, name: str) -> None:
     engine.dispose()
 
 
+def measure(label: str, url: str, bootstrap: str, topic: str, count: int, batch_size: int) -> str:
+    """One database's line: rates, rows, bytes and (PostgreSQL) WAL per event."""
+    raw_cores, ingest_cores = BusyCores(), BusyCores()
+    raw = raw_rate(bootstrap, topic, count, raw_cores)
+    sqlite = url.startswith("sqlite")
+    rows = RowsChanged() if sqlite else None
+    wal = None if sqlite else WalMeter(url)
+    if wal is not None:
+        wal.start()
+    ingest = ingest_rate(url, bootstrap, topic, count, batch_size, ingest_cores, rows)
+    wal_text = ""
+    if wal is not None:
+        written, how = wal.stop()
+        wal_text = f"   WAL {written / count:7.0f} B/event ({how})"
+    changed = rows.rows if rows is not None else postgres_rows_changed(url)
+    size = store_bytes(url)
+    replay = replay_rate(url)
+    return (
+        f"{label:<11} raw {raw:7.0f} events/s{raw_cores}   ingest {ingest:6.0f} events/s{ingest_cores}"
+        f"   ratio {ingest / raw:.3f}   replay {replay:6.0f} events/s   rows {changed / count:5.1f}/event"
+        f"   store {size / count:7.0f} B/event{wal_text}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=4000, help="events to produce (two per run)")
+    parser.add_argument("--workload", choices=("new", "repeat", "both"), default="both", help="see the module's docstring")
     parser.add_argument("--batch-size", type=int, default=500, help="records per poll / store transaction")
     parser.add_argument("--processes", type=int, default=3, help="PostgreSQL: up to this many ingest processes")
     parser.add_argument(
@@ -284,6 +506,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     tune_garbage_collector()  # as `python -m consumer` does
+    workloads = ["new", "repeat"] if args.workload == "both" else [args.workload]
 
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     broker = None
@@ -291,42 +514,44 @@ def main() -> None:
         broker = start_tansu(Path(tempfile.mkdtemp(prefix="bench-tansu-")))
         bootstrap = broker.bootstrap
     try:
-        topic = f"bench-{uuid.uuid4().hex[:8]}"
-        count = produce(bootstrap, topic, args.events // 2)
-        print(f"{count} events on {topic}")
-        with tempfile.TemporaryDirectory() as scratch:
-            targets: list[tuple[str, str, str | None]] = [("sqlite", f"sqlite:///{Path(scratch) / 'bench.db'}", None)]
-            pg_url, pg_name = _fresh_postgres(args.postgres)
-            targets.append(("postgresql", pg_url, pg_name))
-            try:
-                for label, url, _ in targets:
-                    raw_cores, ingest_cores = BusyCores(), BusyCores()
-                    raw = raw_rate(bootstrap, topic, count, raw_cores)
-                    ingest = ingest_rate(url, bootstrap, topic, count, args.batch_size, ingest_cores)
-                    replay = replay_rate(url)
-                    print(
-                        f"{label:<11} raw {raw:9.0f} events/s{raw_cores}   ingest {ingest:8.0f} events/s{ingest_cores}"
-                        f"   ratio {ingest / raw:.3f}   replay {replay:8.0f} events/s"
-                    )
-            finally:
-                _drop_postgres(args.postgres, pg_name)
-        scaled_topic = f"bench-{uuid.uuid4().hex[:8]}"
-        produce(bootstrap, scaled_topic, args.events // 2, partitions=6)
-        rates: list[float] = []
-        for processes in range(1, args.processes + 1):
-            pg_url, pg_name = _fresh_postgres(args.postgres)
-            cores = BusyCores()
-            try:
-                rates.append(processes_rate(pg_url, bootstrap, scaled_topic, count, processes, args.batch_size, cores))
-            finally:
-                _drop_postgres(args.postgres, pg_name)
-            print(
-                f"postgresql  {processes} ingest process{'es' if processes > 1 else '  '} on 6 partitions "
-                f"{rates[-1]:8.0f} events/s{cores}   x{rates[-1] / rates[0]:.2f} of one"
-            )
+        for workload in workloads:
+            run_workload(workload, bootstrap, args)
     finally:
         if broker is not None:
             broker.stop()
+
+
+def run_workload(workload: str, bootstrap: str, args: argparse.Namespace) -> None:
+    topic = f"bench-{uuid.uuid4().hex[:8]}"
+    count = produce(bootstrap, topic, args.events // 2, workload=workload)
+    print(f"workload {workload}: {count} events on {topic}")
+    with tempfile.TemporaryDirectory() as scratch:
+        print(measure("sqlite", f"sqlite:///{Path(scratch) / 'bench.db'}", bootstrap, topic, count, args.batch_size))
+        pg_url, pg_name = _fresh_postgres(args.postgres)
+        try:
+            print(measure("postgresql", pg_url, bootstrap, topic, count, args.batch_size))
+        finally:
+            _drop_postgres(args.postgres, pg_name)
+    scaled_topic = f"bench-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap, scaled_topic, args.events // 2, partitions=6, workload=workload)
+    rates: list[float] = []
+    cpu: list[float] = []
+    for processes in range(1, args.processes + 1):
+        pg_url, pg_name = _fresh_postgres(args.postgres)
+        cores = BusyCores()
+        try:
+            rates.append(processes_rate(pg_url, bootstrap, scaled_topic, count, processes, args.batch_size, cores, cpu))
+        finally:
+            _drop_postgres(args.postgres, pg_name)
+        print(
+            f"postgresql  {processes} ingest process{'es' if processes > 1 else '  '} on 6 partitions "
+            f"{rates[-1]:8.0f} events/s{cores}   x{_ratio(rates[-1], rates[0])} of one"
+            f"   {cpu[-1] * 1000:6.2f} CPU-ms/event (x{_ratio(cpu[-1], cpu[0])} of one)"
+        )
+
+
+def _ratio(value: float, of: float) -> str:
+    return f"{value / of:.2f}" if of else "-"
 
 
 if __name__ == "__main__":
