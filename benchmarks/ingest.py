@@ -90,36 +90,44 @@ REPEAT_CHANGE_RATE = 0.01
 
 
 class _ScheduledJob:
-    def __init__(self, number: int, rng: random.Random) -> None:
+    """A job reading one source table (and a dimension) and writing its own target; its target's
+    columns are the source's plus those its changes added (fed from col_0)."""
+
+    def __init__(self, number: int, source: tuple[str, list[str]], rng: random.Random) -> None:
         self.target = f"tgt_{number}"
-        self.source = f"src_{rng.randrange(100)}"
+        self.source, self.source_columns = source
         self.dim = f"dim_{rng.randrange(20)}"
-        self.columns = [f"col_{i}" for i in range(rng.randint(10, 40))]
+        self.added: list[str] = []
         self.moved: set[str] = set()  # output columns read from col_0 instead of their namesake
 
     def change(self, rng: random.Random) -> None:
         if rng.random() < 0.5:
-            self.columns = [*self.columns, f"col_{len(self.columns)}"]
+            self.added = [*self.added, f"added_{len(self.added)}"]
         else:
-            self.moved = {*self.moved, rng.choice(self.columns)}
+            self.moved = {*self.moved, rng.choice(self.source_columns)}
+
+    def lineage(self, source: dict[str, Any]) -> dict[str, list[Any]]:
+        direct = {c: [(source, "col_0" if c in self.moved else c)] for c in self.source_columns}
+        return {**direct, **{c: [(source, "col_0")] for c in self.added}}
 
 
 def repeat_events(runs: int, seed: int = 11) -> Iterator[dict[str, Any]]:
-    """START and COMPLETE of `runs` runs of REPEAT_JOBS scheduled jobs, round robin: each job keeps
-    its tables, schema and column lineage from run to run (new run id, snapshots and times); a run
-    changes its job (one more column, or one edge moved to another input column) with probability
-    REPEAT_CHANGE_RATE, and the job's later runs keep the change."""
+    """START and COMPLETE of `runs` runs of REPEAT_JOBS scheduled jobs over 100 source tables,
+    round robin: each job keeps its tables, schemas and column lineage from run to run (new run
+    id, snapshots and times); a run changes its job (one more output column, or one edge moved to
+    another input column) with probability REPEAT_CHANGE_RATE, and the job's later runs keep it."""
     rng = random.Random(seed)
-    jobs = [_ScheduledJob(number, rng) for number in range(REPEAT_JOBS)]
+    sources = [(f"src_{number}", [f"col_{i}" for i in range(rng.randint(10, 40))]) for number in range(100)]
+    jobs = [_ScheduledJob(number, rng.choice(sources), rng) for number in range(REPEAT_JOBS)]
     for index in range(runs):
         job = jobs[index % REPEAT_JOBS]
         if rng.random() < REPEAT_CHANGE_RATE:
             job.change(rng)
-        source = _table(job.source, job.columns, snapshot=f"in-{index}")
+        source = _table(job.source, job.source_columns, snapshot=f"in-{index}")
         dim = _table(job.dim, ["key", "label"], snapshot=f"dim-{index // 50}")
         output = with_column_lineage(
-            _table(job.target, job.columns, snapshot=f"out-{index}"),
-            {c: [(source, "col_0" if c in job.moved else c)] for c in job.columns},
+            _table(job.target, [*job.source_columns, *job.added], snapshot=f"out-{index}"),
+            job.lineage(source),
             indirect=[(source, "col_0", "JOIN"), (dim, "key", "JOIN")],
         )
         run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
@@ -302,6 +310,22 @@ def postgres_rows_changed(url: str) -> int:
     return int(rows)
 
 
+def postgres_tables(url: str) -> list[tuple[str, int, int]]:
+    """(table, rows inserted + updated + deleted, bytes with indexes and TOAST), largest first."""
+    time.sleep(1.5)
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        connection.execute(text("SELECT pg_stat_clear_snapshot()"))
+        rows = connection.execute(
+            text(
+                "SELECT relname, n_tup_ins + n_tup_upd + n_tup_del, pg_total_relation_size(relid) FROM pg_stat_user_tables "
+                "ORDER BY 3 DESC"
+            )
+        ).all()
+    engine.dispose()
+    return [(name, int(changed), int(size)) for name, changed, size in rows]
+
+
 def store_bytes(url: str) -> int:
     """SQLite: the file after a checkpoint; PostgreSQL: every table with its indexes and TOAST."""
     engine = create_engine(url)
@@ -342,24 +366,30 @@ class WalMeter:
             self.start_lsn = connection.execute(text("SELECT pg_current_wal_insert_lsn()::text")).scalar_one()
 
     def stop(self) -> tuple[int, str]:
-        with self.engine.connect() as connection:
-            end = connection.execute(text("SELECT pg_current_wal_flush_lsn()::text")).scalar_one()
-            if self.inspect:
+        """(bytes, of what): this database's WAL records, or the whole cluster's WAL when the records
+        are gone already (the server recycles segments under load) or pg_walinspect is missing."""
+        bounds = {"a": self.start_lsn}
+        try:
+            with self.engine.connect() as connection:
+                bounds["b"] = connection.execute(text("SELECT pg_current_wal_flush_lsn()::text")).scalar_one()
+                if self.inspect:
+                    try:
+                        written = connection.execute(
+                            text(
+                                "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info("
+                                "CAST(:a AS pg_lsn), CAST(:b AS pg_lsn)) WHERE block_ref LIKE :rel"
+                            ),
+                            {**bounds, "rel": f"%/{self.database_oid}/%"},
+                        ).scalar_one()
+                        return int(written), "this database"
+                    except Exception:  # a segment was recycled meanwhile
+                        pass
                 written = connection.execute(
-                    text(
-                        "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info(CAST(:a AS pg_lsn), CAST(:b AS pg_lsn)) "
-                        "WHERE block_ref LIKE :rel"
-                    ),
-                    {"a": self.start_lsn, "b": end, "rel": f"%/{self.database_oid}/%"},
+                    text("SELECT pg_wal_lsn_diff(CAST(:b AS pg_lsn), CAST(:a AS pg_lsn))"), bounds
                 ).scalar_one()
-                how = "this database"
-            else:
-                written = connection.execute(
-                    text("SELECT pg_wal_lsn_diff(CAST(:b AS pg_lsn), CAST(:a AS pg_lsn))"), {"a": self.start_lsn, "b": end}
-                ).scalar_one()
-                how = "whole cluster"
-        self.engine.dispose()
-        return int(written), how
+                return int(written), "whole cluster"
+        finally:
+            self.engine.dispose()
 
 
 def replay_rate(store_url: str) -> float:
@@ -469,7 +499,7 @@ def _drop_postgres(admin_url: str, name: str) -> None:
     engine.dispose()
 
 
-def measure(label: str, url: str, bootstrap: str, topic: str, count: int, batch_size: int) -> str:
+def measure(label: str, url: str, bootstrap: str, topic: str, count: int, batch_size: int, tables: bool = False) -> str:
     """One database's line: rates, rows, bytes and (PostgreSQL) WAL per event."""
     raw_cores, ingest_cores = BusyCores(), BusyCores()
     raw = raw_rate(bootstrap, topic, count, raw_cores)
@@ -485,11 +515,14 @@ def measure(label: str, url: str, bootstrap: str, topic: str, count: int, batch_
         wal_text = f"   WAL {written / count:7.0f} B/event ({how})"
     changed = rows.rows if rows is not None else postgres_rows_changed(url)
     size = store_bytes(url)
+    per_table = postgres_tables(url) if tables and not sqlite else []
     replay = replay_rate(url)
     return (
         f"{label:<11} raw {raw:7.0f} events/s{raw_cores}   ingest {ingest:6.0f} events/s{ingest_cores}"
         f"   ratio {ingest / raw:.3f}   replay {replay:6.0f} events/s   rows {changed / count:5.1f}/event"
         f"   store {size / count:7.0f} B/event{wal_text}"
+    ) + "".join(
+        f"\n    {name:<20} rows {changed / count:5.2f}/event   {size / count:7.0f} B/event" for name, changed, size in per_table
     )
 
 
@@ -498,6 +531,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=4000, help="events to produce (two per run)")
     parser.add_argument("--workload", choices=("new", "repeat", "both"), default="both", help="see the module's docstring")
     parser.add_argument("--batch-size", type=int, default=500, help="records per poll / store transaction")
+    parser.add_argument("--tables", action="store_true", help="PostgreSQL: rows and bytes per event of each table too")
     parser.add_argument("--processes", type=int, default=3, help="PostgreSQL: up to this many ingest processes")
     parser.add_argument(
         "--postgres",
@@ -529,7 +563,7 @@ def run_workload(workload: str, bootstrap: str, args: argparse.Namespace) -> Non
         print(measure("sqlite", f"sqlite:///{Path(scratch) / 'bench.db'}", bootstrap, topic, count, args.batch_size))
         pg_url, pg_name = _fresh_postgres(args.postgres)
         try:
-            print(measure("postgresql", pg_url, bootstrap, topic, count, args.batch_size))
+            print(measure("postgresql", pg_url, bootstrap, topic, count, args.batch_size, args.tables))
         finally:
             _drop_postgres(args.postgres, pg_name)
     scaled_topic = f"bench-{uuid.uuid4().hex[:8]}"
