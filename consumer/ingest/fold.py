@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from consumer import json_codec
 from consumer.ingest.materialize import EventRows, FieldRow
+from consumer.store.compressed_text import compress
 from consumer.store.rows import (
     DATASET_VALUES,
     JOB_VALUES,
@@ -75,7 +76,8 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
 
 
 def _raw(raw: RawEvent) -> RawFold:
-    return cast(RawFold, tuple(raw))
+    """The raw event's row, its payload compressed (here, in the worker process, not by the store's writer)."""
+    return (*raw[:-1], compress(raw.payload))
 
 
 def lock_id(kind: str, key: Any) -> int:

@@ -151,8 +151,9 @@ VersionFold = tuple[DatasetKey, str, "str | None", "bytes | None", Facets, datet
 SnapshotFold = tuple[str, JobKey, "int | None", DatasetKey, str, str, "str | None", Any, Any, Any, datetime, int]
 # (run, event type, state, time)
 RunStateFold = tuple[str, str, str, datetime]
-# (content hash, kind, event type, event time, run, job namespace, job name, payload): materialize.RawEvent's fields
-RawFold = tuple[str, str, "str | None", datetime, "str | None", "str | None", "str | None", str]
+# (content hash, kind, event type, event time, run, job namespace, job name, payload): RawEvent's fields,
+# the payload compressed (consumer.store.compressed_text)
+RawFold = tuple[str, str, "str | None", datetime, "str | None", "str | None", "str | None", bytes]
 
 
 class Folded(NamedTuple):

@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -345,7 +346,8 @@ lineage_events = Table(
     Column("run_uuid", String(36)),
     Column("job_namespace", String(1024)),
     Column("job_name", String(1024)),
-    Column("payload", Text, nullable=False),
+    # The event's text as a zstd frame (consumer.store.compressed_text).
+    Column("payload", LargeBinary, nullable=False),
     Column("received_at", Time, nullable=False),
     Index("ix_lineage_events_time", "event_time"),
     Index("ix_lineage_events_run", "run_uuid"),

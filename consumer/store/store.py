@@ -14,6 +14,7 @@ from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
 from consumer.store import migrations, tags
+from consumer.store.compressed_text import decompress
 from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
@@ -155,7 +156,7 @@ class Store:
             if not rows:
                 return
             last = (rows[-1].event_time, rows[-1].id)
-            yield [row.payload for row in rows]
+            yield [decompress(row.payload) for row in rows]
 
     def clear_derived(self) -> tags.TagAssignments:
         """Empty everything derived from the raw events (for replay); the tag assignments that

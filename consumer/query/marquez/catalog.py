@@ -22,6 +22,7 @@ from consumer.query.marquez.loaders import (
 )
 from consumer.query.marquez.shapes import namespace_shape, version_shape
 from consumer.store import schema as s
+from consumer.store.compressed_text import decompress
 from consumer.store.lookup import existing_job_id, existing_namespace_id, present
 
 
@@ -155,6 +156,6 @@ def lineage_events(store: Any, before: str | None, after: str | None, direction:
         payloads = conn.execute(
             select(s.lineage_events.c.payload).where(*conditions).order_by(order, tiebreak).limit(limit).offset(offset)
         ).scalars()
-        events = [json.loads(p) for p in payloads]
+        events = [json.loads(decompress(payload)) for payload in payloads]
         total = conn.execute(select(func.count()).select_from(s.lineage_events).where(*conditions)).scalar_one()
         return {"events": events, "totalCount": total}
