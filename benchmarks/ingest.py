@@ -67,22 +67,35 @@ def spark_events(runs: int, seed: int = 7) -> Iterator[dict[str, Any]]:
         width = rng.randint(10, 40)
         columns = [f"col_{i}" for i in range(width)]
         source = _table(f"src_{rng.randrange(300)}", columns, snapshot=f"in-{index}")
-        dim = _table(f"dim_{rng.randrange(20)}", ["key", "label"], snapshot=f"dim-{index // 50}")
+        dim = f"dim_{rng.randrange(20)}"
         target_name = f"tgt_{rng.randrange(300)}"
-        output = with_column_lineage(
-            _table(target_name, columns, snapshot=f"out-{index}"),
-            {c: [(source, c)] for c in columns},
-            indirect=[(source, "col_0", "JOIN"), (dim, "key", "JOIN")],
-        )
-        run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-        yield from batch_write(
-            f"bench.insert_into.{target_name}",
-            [source, dim],
-            output,
-            run_id=run_id,
-            start=BASE_TIME + timedelta(seconds=index * 10),
-            duration=timedelta(seconds=7),
-        )
+        yield from _run(index, source, dim, (target_name, columns), {c: [(source, c)] for c in columns}, rng)
+
+
+def _run(
+    index: int,
+    source: dict[str, Any],
+    dim_name: str,
+    target: tuple[str, list[str]],
+    lineage: dict[str, list[Any]],
+    rng: random.Random,
+) -> list[dict[str, Any]]:
+    """START and COMPLETE of run `index`: `source` and a dimension joined into `target` (name, columns)."""
+    dim = _table(dim_name, ["key", "label"], snapshot=f"dim-{index // 50}")
+    output = with_column_lineage(
+        _table(target[0], target[1], snapshot=f"out-{index}"),
+        lineage,
+        indirect=[(source, "col_0", "JOIN"), (dim, "key", "JOIN")],
+    )
+    run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    return batch_write(
+        f"bench.insert_into.{target[0]}",
+        [source, dim],
+        output,
+        run_id=run_id,
+        start=BASE_TIME + timedelta(seconds=index * 10),
+        duration=timedelta(seconds=7),
+    )
 
 
 REPEAT_JOBS = 300
@@ -124,21 +137,7 @@ def repeat_events(runs: int, seed: int = 11) -> Iterator[dict[str, Any]]:
         if rng.random() < REPEAT_CHANGE_RATE:
             job.change(rng)
         source = _table(job.source, job.source_columns, snapshot=f"in-{index}")
-        dim = _table(job.dim, ["key", "label"], snapshot=f"dim-{index // 50}")
-        output = with_column_lineage(
-            _table(job.target, [*job.source_columns, *job.added], snapshot=f"out-{index}"),
-            job.lineage(source),
-            indirect=[(source, "col_0", "JOIN"), (dim, "key", "JOIN")],
-        )
-        run_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-        yield from batch_write(
-            f"bench.insert_into.{job.target}",
-            [source, dim],
-            output,
-            run_id=run_id,
-            start=BASE_TIME + timedelta(seconds=index * 10),
-            duration=timedelta(seconds=7),
-        )
+        yield from _run(index, source, job.dim, (job.target, [*job.source_columns, *job.added]), job.lineage(source), rng)
 
 
 WORKLOADS: dict[str, Callable[[int], Iterator[dict[str, Any]]]] = {"new": spark_events, "repeat": repeat_events}
