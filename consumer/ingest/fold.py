@@ -43,6 +43,8 @@ from consumer.store.rows import (
     SnapshotFold,
     VersionFold,
     next_state,
+    version_content,
+    version_content_hash,
 )
 
 FieldKey = tuple[DatasetKey, str]  # (dataset, field name)
@@ -269,14 +271,18 @@ def _versions(batch: Sequence[EventRows]) -> tuple[VersionFold, ...]:
             if dataset.version is None:
                 continue
             key = ((dataset.namespace, dataset.name), dataset.version)
-            if key in found and found[key][5] <= rows.event_time:
+            if key in found and found[key][7] <= rows.event_time:
                 continue
+            fields = None if dataset.fields is None else _fields_json(dataset.fields)
+            content, own = version_content(dataset.facets)
             found[key] = (
                 key[0],
                 dataset.version,
                 rows.run.uuid if rows.run and dataset.direction == "output" else None,
-                None if dataset.fields is None else _fields_json(dataset.fields),
-                dataset.facets,
+                version_content_hash(fields, content),
+                fields,
+                content,
+                own,
                 rows.event_time,
             )
     return tuple(found[key] for key in sorted(found))

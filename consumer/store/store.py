@@ -19,6 +19,7 @@ from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
+    dataset_version_contents,
     dataset_versions,
     datasets,
     job_io,
@@ -41,6 +42,7 @@ DERIVED_TABLES = (
     job_io,
     run_states,
     dataset_versions,
+    dataset_version_contents,
     dataset_fields,
     runs,
     jobs,

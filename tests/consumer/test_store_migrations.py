@@ -71,8 +71,8 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
     for version, expected in (
-        (1, ["0002", "0003", "0004", "0005", "0006", "0007"]),
-        (2, ["0003", "0004", "0005", "0006", "0007"]),
+        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008"]),
+        (2, ["0003", "0004", "0005", "0006", "0007", "0008"]),
     ):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
@@ -116,7 +116,7 @@ def test_column_lineage_keeps_its_rows_when_its_constraints_go_and_come_back(sto
     assert _rows(store, query) == written and _foreign_keys(store_url) == 0
     _move(store, command.downgrade, "0005")
     assert _rows(store, query) == written and _foreign_keys(store_url) == 6
-    assert migrate(store.engine) == ["0006", "0007"]
+    assert migrate(store.engine) == ["0006", "0007", "0008"]
     assert _schema_differences(store_url) == []
     store.dispose()
 
@@ -138,14 +138,14 @@ def test_raw_events_are_compressed_in_place_and_every_answer_stays_the_same(stor
     demo = [line for line in DEMO_EVENTS.read_text().splitlines() if line.strip()]
     store = open_store(store_url)
     write_events(store, [json.loads(line) for line in demo])
+    derived = dump(store)
     _move(store, command.downgrade, "0006")
     texts = sorted(row[0] for row in _rows(store, "SELECT payload FROM lineage_events"))
     assert texts == sorted(
         json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False) for line in demo
     )
-    derived = dump(store)
 
-    assert migrate(store.engine) == ["0007"]
+    assert migrate(store.engine) == ["0007", "0008"]
     assert _schema_differences(store_url) == []
     assert dump(store) == derived
     stored = _rows(store, "SELECT payload FROM lineage_events")
@@ -160,6 +160,58 @@ def test_raw_events_are_compressed_in_place_and_every_answer_stays_the_same(stor
 
     _move(store, command.downgrade, "0006")
     assert sorted(row[0] for row in _rows(store, "SELECT payload FROM lineage_events")) == texts
+    store.dispose()
+
+
+def _answers(store) -> dict:  # type: ignore[no-untyped-def]
+    """Every Marquez API answer about the store's namespaces, jobs, runs, datasets and their versions,
+    lineage and column lineage (depth 20) from every dataset and job."""
+    from consumer.query import marquez as mq
+
+    answers: dict = {"namespaces": mq.list_namespaces(store, 1000, 0)}
+    for namespace in answers["namespaces"]["namespaces"]:
+        name = namespace["name"]
+        datasets = mq.list_datasets(store, name, 1000, 0)
+        jobs = mq.list_jobs(store, name, 1000, 0)
+        answers[f"datasets {name}"], answers[f"jobs {name}"] = datasets, jobs
+        for dataset in datasets["datasets"]:
+            key = f"dataset:{name}:{dataset['name']}"
+            answers[f"versions {key}"] = mq.list_dataset_versions(store, name, dataset["name"], 1000, 0)
+            answers[f"lineage {key}"] = mq.lineage_graph(store, key, 20)
+            answers[f"column lineage {key}"] = mq.column_lineage_graph(store, key, 20, True)
+        for job in jobs["jobs"]:
+            key = f"job:{name}:{job['name']}"
+            answers[f"runs {key}"] = mq.list_runs(store, name, job["name"], 1000, 0)
+            answers[f"lineage {key}"] = mq.lineage_graph(store, key, 20)
+    answers["events"] = mq.lineage_events(store, None, None, "asc", 1000, 0)
+    return json.loads(json.dumps(answers, sort_keys=True, default=str))
+
+
+def test_dataset_version_contents_are_moved_in_place_and_every_answer_stays_the_same(store_url):
+    """A store in the shape revision 0007 gave it (each version with its fields and facets), made by
+    the downgrade of one written now, upgraded again: every API answer is the same, and versions
+    of one content share its row."""
+    from tests.consumer.helpers import dump
+
+    store = open_store(store_url)
+    demo = [json.loads(line) for line in DEMO_EVENTS.read_text().splitlines() if line.strip()]
+    repeated = batch_write("app.daily", [table("raw", "a", ["id"], snapshot="a1")], table("mart", "b", ["id"], snapshot="b1"))
+    repeated += batch_write("app.daily", [table("raw", "a", ["id"], snapshot="a2")], table("mart", "b", ["id"], snapshot="b2"))
+    write_events(store, demo + repeated)
+    before, derived = _answers(store), dump(store)
+    _move(store, command.downgrade, "0007")
+    assert _rows(store, "SELECT count(*) FROM dataset_versions WHERE fields IS NOT NULL")[0][0] > 0
+
+    assert migrate(store.engine) == ["0008"]
+    assert _schema_differences(store_url) == []
+    assert _answers(store) == before
+    assert dump(store) == derived
+    versions, contents = (
+        _rows(store, f"SELECT count(*) FROM {name}")[0][0] for name in ("dataset_versions", "dataset_version_contents")
+    )
+    assert contents < versions
+    shared = "SELECT count(DISTINCT content_id) FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id WHERE d.name LIKE '%mart.db/b'"
+    assert _rows(store, shared)[0][0] == 1
     store.dispose()
 
 
@@ -189,7 +241,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0007"
+    assert head_revision() == "0008"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():

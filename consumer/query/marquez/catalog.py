@@ -130,8 +130,10 @@ def list_dataset_versions(store: Any, namespace: str, name: str, limit: int, off
     check_page(limit, offset)
     with reading(store) as conn:
         dataset = dataset_row(conn, namespace, name)
+        content = s.dataset_version_contents
         rows = conn.execute(
-            select(s.dataset_versions)
+            select(s.dataset_versions, content.c.fields, content.c.facets.label("content_facets"))
+            .join(content, content.c.id == s.dataset_versions.c.content_id)
             .where(s.dataset_versions.c.dataset_id == dataset.id)
             .order_by(s.dataset_versions.c.created_at.desc(), s.dataset_versions.c.id.desc())
             .limit(limit)
