@@ -43,7 +43,7 @@ def run_pipeline(work_dir: Path, stack: Stack) -> int:
         raise RuntimeError("the emitter did not attach (disabled by OPENLINEAGE_DISABLED?); see the log")
     run(spark, work_dir)
     spark.stop()  # completes the application run and flushes the transport
-    return attachment.pipeline.emitted_events
+    return attachment.worker.emitted_events
 
 
 def print_answers(api_url: str) -> None:

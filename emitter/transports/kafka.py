@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 from openlineage.client.transport.transport import Config, Transport
 
-from emitter.transports.records import Pending, Record, message_key, next_seq
+from emitter.transports.records import Pending, Record, Sequence, message_key
 from emitter.transports.sender import BackgroundSender, SenderSettings
 from emitter.transports.spool import Spool, default_spool_dir
 
@@ -85,9 +85,6 @@ _CONFIG_ALIASES = {
     "queue_size": "queueSize",
 }
 _FACTORY_KEYS = {"type", "name", "priority"}
-
-
-_KAFKA_LOG_SINK = logging.NullHandler()
 
 
 class KafkaConfigError(ValueError):
@@ -257,9 +254,12 @@ class KafkaTransport(Transport):
 
     def __init__(self, config: KafkaConfig) -> None:
         _require_kafka_python()
-        # kafka-python logs every refused connection at ERROR; without this, a script with no
-        # logging set up would print them (via logging.lastResort) while the broker is down
-        logging.getLogger("kafka").addHandler(_KAFKA_LOG_SINK)
+        # kafka-python logs every refused connection at ERROR; without a handler, a script with
+        # no logging set up would print them (via logging.lastResort) while the broker is down.
+        # This transport's own handler, removed again by `close`.
+        self._kafka_log_sink = logging.NullHandler()
+        logging.getLogger("kafka").addHandler(self._kafka_log_sink)
+        self._sequence = Sequence()
         self.config = config
         self.topic = config.topic
         self.message_key = config.messageKey
@@ -283,13 +283,16 @@ class KafkaTransport(Transport):
     def emit(self, event: Any) -> None:
         try:
             key = self.message_key or message_key(event)
-            self._sender.submit(Pending(seq=next_seq(), topic=self.topic, key=key, event=event))
+            self._sender.submit(Pending(seq=self._sequence.next(), topic=self.topic, key=key, event=event))
         except Exception:  # the Spark job must never see a lineage failure
             log.exception("kafka transport: could not accept a lineage event")
 
     def close(self, timeout: float = -1) -> bool:
         atexit.unregister(self._sender.close)
-        return self._sender.close(timeout)
+        try:
+            return self._sender.close(timeout)
+        finally:
+            logging.getLogger("kafka").removeHandler(self._kafka_log_sink)
 
 
 def _require_kafka_python() -> None:

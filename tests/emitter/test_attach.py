@@ -85,21 +85,18 @@ def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
 
     class BrokenPipeline:
         closed = False
-        wants_reads = False
 
-        def merges(self, command, wrapper_id, wrapper_target):
-            return False
-
-        def handle(self, capture):
-            failures.append(capture.root_class)
+        def handle_actions(self, actions):
+            failures.extend(capture.root_class for capture in actions)
             raise RuntimeError("pipeline bug")
 
     from pyspark.java_gateway import ensure_callback_server_started
 
+    from emitter.dedupe import WrapperDedupe
     from emitter.listener.batch import BatchListener
 
     ensure_callback_server_started(spark.sparkContext._gateway)
-    listener = BatchListener(spark.sparkContext._gateway, BrokenPipeline())
+    listener = BatchListener(spark.sparkContext._gateway, WrapperDedupe(), BrokenPipeline())
     spark._jsparkSession.listenerManager().register(listener)
     try:
         spark.range(2).write.parquet(str(tmp_path / "out"))
