@@ -165,9 +165,8 @@ def simple_class(full_class: str) -> str:
 
 def expr_id_of(fields: Mapping[str, Any]) -> int | None:
     expr_id = fields.get("exprId")
-    if isinstance(expr_id, dict) and isinstance(expr_id.get("id"), int):
-        return expr_id["id"]
-    return None
+    found = expr_id.get("id") if isinstance(expr_id, dict) else None
+    return found if isinstance(found, int) else None
 
 
 def render_type(data_type: Any) -> str:

@@ -181,6 +181,10 @@ class _ProcessHooks:
             atexit.register(close_all)
             self._at_exit = True
 
+    @property
+    def exit_hook_registered(self) -> bool:
+        return self._at_exit
+
     def remove(self) -> None:
         for session_class, original_stop in self._original_stops.items():
             session_class.stop = original_stop  # type: ignore[attr-defined]

@@ -254,11 +254,8 @@ class KafkaTransport(Transport):
 
     def __init__(self, config: KafkaConfig) -> None:
         _require_kafka_python()
-        # kafka-python logs every refused connection at ERROR; without a handler, a script with
-        # no logging set up would print them (via logging.lastResort) while the broker is down.
-        # This transport's own handler, removed again by `close`.
-        self._kafka_log_sink = logging.NullHandler()
-        logging.getLogger("kafka").addHandler(self._kafka_log_sink)
+        # kafka-python logs every refused connection at ERROR; a script with no logging set up
+        # does not print them, as kafka-python's package adds a NullHandler to its own logger
         self._sequence = Sequence()
         self.config = config
         self.topic = config.topic
@@ -289,10 +286,7 @@ class KafkaTransport(Transport):
 
     def close(self, timeout: float = -1) -> bool:
         atexit.unregister(self._sender.close)
-        try:
-            return self._sender.close(timeout)
-        finally:
-            logging.getLogger("kafka").removeHandler(self._kafka_log_sink)
+        return self._sender.close(timeout)
 
 
 def _require_kafka_python() -> None:

@@ -55,6 +55,7 @@ def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tm
         wait_for_listeners(spark)
     finally:
         listener_module.close_session(spark)
+    assert spark.conf.get("spark.sql.debug.maxToStringFields", None) is None, "unset again at close"
     events = read_events(events_path)
     for event in events:
         assert_valid_event(event)
@@ -230,3 +231,40 @@ def test_write_helper_describes_each_write_as_the_py4j_calls_do(spark, tmp_path:
     for command, described, through_py4j in recorder.pairs:
         assert described == through_py4j, command
     assert any(described.metrics.get("numOutputRows") == 5 for _, described, _ in recorder.pairs)
+
+
+def test_what_attach_hooks_outside_the_attachment_is_undone_when_the_last_one_closes(spark, tmp_path: Path):
+    from openlineage.client.transport import get_default_factory
+
+    session_class = type(spark)
+    stop_before = session_class.stop
+    factory_before = dict(get_default_factory().transports)
+    spark.conf.set("spark.sql.debug.maxToStringFields", "77")  # the user's own setting
+    config = {"transport": {"type": "file", "log_file_path": str(tmp_path / "events.jsonl"), "append": True}}
+    other = spark.newSession()
+    try:
+        first, second = emitter.attach(spark, config), emitter.attach(other, config)
+        assert first is not None and second is not None
+        assert session_class.stop is not stop_before, "stop completes the application run while attached"
+        assert listener_module._hooks.exit_hook_registered, "one exit hook (close_all) for every attachment"
+        assert spark.conf.get("spark.sql.debug.maxToStringFields") == "77", "the user's setting is kept"
+        assert other.conf.get("spark.sql.debug.maxToStringFields") == listener_module.MAX_TO_STRING_FIELDS
+        assert dict(get_default_factory().transports) == factory_before, "openlineage-python's factory is not changed"
+        listener_module.close_session(spark)
+        assert session_class.stop is not stop_before, "another attachment still lives"
+    finally:
+        listener_module.close_session(other)
+        spark.conf.unset("spark.sql.debug.maxToStringFields")
+    assert session_class.stop is stop_before
+    assert not listener_module._hooks.exit_hook_registered
+    assert other.conf.get("spark.sql.debug.maxToStringFields", None) is None
+
+
+def test_the_conf_opt_out_leaves_max_to_string_fields_alone(spark, tmp_path: Path):
+    config = {"transport": {"type": "file", "log_file_path": str(tmp_path / "events.jsonl")}, "raiseMaxToStringFields": False}
+    session = spark.newSession()
+    try:
+        assert emitter.attach(session, config) is not None
+        assert session.conf.get("spark.sql.debug.maxToStringFields", None) is None
+    finally:
+        listener_module.close_session(session)
