@@ -10,7 +10,6 @@ It must never disturb the job: every callback is wrapped, failures are logged an
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
@@ -18,6 +17,7 @@ from typing import Any, Protocol
 
 from attrs import evolve
 
+from emitter import described as described_json
 from emitter.capture import Capture, MicroBatchTag, RelationInfo, WriteInfo
 from emitter.dedupe import WrapperDedupe
 from emitter.listener import files, jvm
@@ -27,8 +27,6 @@ from emitter.snapshots import Snapshot
 log = logging.getLogger(__name__)
 
 STACK_TRACE_LIMIT = 16_000
-# Spark's micro-batch job description: "{name}\nid = {queryId}\nrunId = {runId}\nbatch = {batchId}"
-_BATCH_DESCRIPTION = re.compile(r"id = (?P<query>[0-9a-f-]{36})\s+runId = (?P<run>[0-9a-f-]{36})\s+batch = (?P<batch>\d+)")
 
 
 class ActionSink(Protocol):
@@ -38,13 +36,6 @@ class ActionSink(Protocol):
     def closed(self) -> bool: ...
 
     def handle_actions(self, actions: list[Capture]) -> None: ...
-
-
-def parse_batch_description(description: str) -> MicroBatchTag | None:
-    match = _BATCH_DESCRIPTION.search(description)
-    if match is None:
-        return None
-    return MicroBatchTag(match.group("query"), match.group("run"), int(match.group("batch")))
 
 
 class BatchListener:
@@ -140,7 +131,7 @@ class BatchListener:
         of every input, and the plan's JSON: in one helper round trip when the helper knows
         every leaf (file sources, local data), else leaf by leaf through py4j."""
         described = self.dumper.describe(plan)
-        if described is not None and jvm.fully_described(described[0]):
+        if described is not None and described_json.fully_described(described[0]):
             leaves, input_snapshots = self._described_leaves(plan, described[0])
             cached_plans: dict[int, str] = {}
             plan_json = described[1]
@@ -193,7 +184,7 @@ class BatchListener:
         """The fast path: every leaf came in the helper's one call."""
         leaves: dict[int, RelationInfo] = {}
         for description in described:
-            info = jvm.described_relation(description)
+            info = described_json.described_relation(description)
             if info is not None and description.get("key") is not None:
                 leaves.setdefault(description["key"], info)
         input_snapshots: dict[int, Snapshot] = {}
@@ -230,7 +221,7 @@ class BatchListener:
         tags = jvm.guarded(None, self.tagger.tagsOf, query_execution)
         node_name, _, description = str(tags or "").partition("\0")
         wrapper = node_name.rsplit(" ", 1)[-1] if node_name else None
-        return wrapper, parse_batch_description(description) if description else None
+        return wrapper, described_json.parse_batch_description(description) if description else None
 
 
 def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:

@@ -117,10 +117,10 @@ def test_helper_describes_leaves_as_the_py4j_path_does(spark, tmp_path: Path):
     description = jvm.PlanDumper(spark.sparkContext._gateway).describe(plan)
     assert description is not None
     described = description[0]
-    assert jvm.fully_described(described)
+    assert described.fully_described(described)
     leaves = jvm.leaves_with_subqueries(plan)
     assert [d["key"] for d in described] == [jvm.leaf_key(leaf) for leaf in leaves]
-    from_helper = [jvm.described_relation(d) for d in described]
+    from_helper = [described.described_relation(d) for d in described]
     from_py4j = [jvm.relation_info(leaf, jvm.simple_class(leaf)) for leaf in leaves]
     assert from_helper == from_py4j
     assert {info.table.qualified for info in from_helper if info.table} == {"default.described_table"}
@@ -268,3 +268,23 @@ def test_the_conf_opt_out_leaves_max_to_string_fields_alone(spark, tmp_path: Pat
         assert session.conf.get("spark.sql.debug.maxToStringFields", None) is None
     finally:
         listener_module.close_session(session)
+
+
+def test_every_java_helper_compiles_and_instantiates(spark):
+    """A broken helper fails here, not as a quiet fallback in a user's run: the sources are compiled
+    afresh (not the per-JVM cache) and every class they declare loads and instantiates."""
+    from importlib import resources
+
+    from emitter.listener import janino
+
+    gateway = spark.sparkContext._gateway
+    compiler = gateway.jvm.org.codehaus.janino.SimpleCompiler()
+    compiler.setParentClassLoader(gateway.jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+    compiler.cook(janino.java_source())
+    loader = compiler.getClassLoader()
+    names = sorted(
+        r.name.removesuffix(".java") for r in resources.files(janino.JAVA_PACKAGE).iterdir() if r.name.endswith(".java")
+    )
+    assert len(names) >= 7
+    for name in names:
+        assert loader.loadClass(name).newInstance() is not None, name
