@@ -117,10 +117,10 @@ def test_helper_describes_leaves_as_the_py4j_path_does(spark, tmp_path: Path):
     description = jvm.PlanDumper(spark.sparkContext._gateway).describe(plan)
     assert description is not None
     described = description[0]
-    assert described.fully_described(described)
+    assert described_json.fully_described(described)
     leaves = jvm.leaves_with_subqueries(plan)
     assert [d["key"] for d in described] == [jvm.leaf_key(leaf) for leaf in leaves]
-    from_helper = [described.described_relation(d) for d in described]
+    from_helper = [described_json.described_relation(d) for d in described]
     from_py4j = [jvm.relation_info(leaf, jvm.simple_class(leaf)) for leaf in leaves]
     assert from_helper == from_py4j
     assert {info.table.qualified for info in from_helper if info.table} == {"default.described_table"}
