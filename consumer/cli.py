@@ -88,14 +88,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration step otherwise
     argv = list(sys.argv[1:] if argv is None else argv)
-    from consumer.kafka_io import BrokerUnavailable
+    from consumer.ingest.kafka_io import BrokerUnavailable
     from consumer.store import StoreUnavailable
 
     try:
         if argv[:1] == ["lineage"]:
             return _lineage(argv[1:])
         args = _parser().parse_args(argv)
-        from consumer.prepare import tune_garbage_collector
+        from consumer.ingest.prepare import tune_garbage_collector
 
         tune_garbage_collector()
         if getattr(args, "log_format", None):
@@ -155,7 +155,8 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
     import time
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from consumer.prepare import Preparer
+    from consumer.ingest.fold import fold
+    from consumer.ingest.prepare import Preparer
 
     err = err or sys.stderr
     store = _store(args)
@@ -182,8 +183,8 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
                     stored(*in_flight)
                 prepared = preparing()
                 skipped += len(prepared.refused)  # stored under older rules; kept raw, not derived
-                # A batch that could not be folded is folded again by rebuild, which raises what went wrong.
-                batch = prepared.folded if prepared.folded is not None else prepared.events or []
+                # A batch that could not be folded is folded again here, which raises what went wrong.
+                batch = prepared.folded if prepared.folded is not None else fold(prepared.events or [], by_hash=False)
                 in_flight = (store_thread.submit(store.rebuild, batch), len(chunk))
             if in_flight is not None:
                 stored(*in_flight)
@@ -199,14 +200,14 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
 
 
 def _republish_changes(settings: Settings, store) -> None:  # type: ignore[no-untyped-def]
-    from consumer.changes import PublishingStore
-    from consumer.kafka_io import ChangeMessages
+    from consumer.ingest.change_publishing import ChangePublisher
+    from consumer.ingest.kafka_io import ChangeMessages
 
     if not settings.changes_topic:
         raise SystemExit("error: --republish-changes needs --changes-topic (or LINEAGE_CHANGES_TOPIC)")
     sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic)
     try:
-        published = PublishingStore(store.engine, sink).publish_everything()
+        published = ChangePublisher(store.engine, sink).publish_everything()
     finally:
         sink.close()
     print(f"published {published} lineage changes to {settings.changes_topic}")
@@ -220,11 +221,11 @@ def _progress(err: TextIO, done: int, total: int, rate: float, width: int = 40) 
 
 
 def _connect(settings: Settings, store, observability=None):  # type: ignore[no-untyped-def]
-    """A Kafka ingestion loop on `store`: the composition root of the write side. Whatever must
-    follow each committed store transaction is passed here as an `after_store` callback."""
-    from consumer.ingest import Ingestor
-    from consumer.kafka_io import DeadLetters, EventSource
-    from consumer.prepare import Preparer
+    """A Kafka ingestion loop on `store` (consumer.ingest.store_writes.StoreWrites): the composition
+    root of the write side. Whatever must accompany each store transaction is one of its hooks."""
+    from consumer.ingest.kafka_io import DeadLetters, EventSource
+    from consumer.ingest.kafka_loop import Ingestor
+    from consumer.ingest.prepare import Preparer
 
     source = EventSource(
         settings.bootstrap_servers,
@@ -252,18 +253,20 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
 
 
 def _write_store(settings: Settings):  # type: ignore[no-untyped-def]
-    """The store ingestion writes to: with --changes-topic, one that publishes what each of its
-    transactions changed (consumer.changes)."""
+    """The writes ingestion makes to the store: with --changes-topic, each transaction publishes
+    what it changed (consumer.ingest.change_publishing)."""
+    from consumer.ingest.store_writes import StoreWrites
     from consumer.store import open_store
 
     store = open_store(settings.store_url)
-    if settings.changes_topic:
-        from consumer.changes import PublishingStore
-        from consumer.kafka_io import ChangeMessages
-
-        store = PublishingStore(store.engine, ChangeMessages(settings.bootstrap_servers, settings.changes_topic))
     store.claim_writer()  # SQLite: the one writer, or one clear line and exit status 2
-    return store
+    if not settings.changes_topic:
+        return StoreWrites(store)
+    from consumer.ingest.change_publishing import ChangePublisher
+    from consumer.ingest.kafka_io import ChangeMessages
+
+    sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic)
+    return StoreWrites(store, [ChangePublisher(store.engine, sink)])
 
 
 def _disconnect(ingestor) -> None:  # type: ignore[no-untyped-def]

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from consumer.api import create_app
-from consumer.prepare import prepare
+from consumer.ingest.prepare import prepare
+from consumer.ingest.store_writes import StoreWrites
 from consumer.settings import Settings
 from consumer.store import open_store
 from tests.support.paths import PROJECT_ROOT
@@ -42,7 +43,7 @@ GRAPH_JOB_NAME_CHARS = 16  # and a graph's job nodes these
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     dist = marquez_web_dist()
     store = open_store(f"sqlite:///{tmp_path_factory.mktemp('web') / 'lineage.db'}")
-    store.write([prepare(line) for line in DEMO_EVENTS.read_bytes().splitlines() if line.strip()])
+    StoreWrites(store).write([prepare(line) for line in DEMO_EVENTS.read_bytes().splitlines() if line.strip()])
     with serving(create_app(store, Settings(web_dir=str(dist)))) as url:
         yield url
     store.dispose()

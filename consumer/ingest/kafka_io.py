@@ -12,7 +12,7 @@ from kafka.errors import CommitFailedError, KafkaError, KafkaTimeoutError, Messa
 from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from consumer.ingest import SourceState
+from consumer.ingest.kafka_loop import SourceState
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class DeadLetters:
 
 
 class ChangeMessages:
-    """Produces keyed lineage-change messages (consumer.changes) to the changes topic; `flush`
+    """Produces keyed lineage-change messages (consumer.ingest.change_publishing) to the changes topic; `flush`
     raises BrokerUnavailable when they could not all be written."""
 
     def __init__(self, bootstrap_servers: str, topic: str, bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
