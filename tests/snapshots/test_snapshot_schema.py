@@ -11,7 +11,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from openlineage.client.serde import Serde
 
-from consumer import events as consumer_events
+from consumer.ingest import validate as consumer_events
 from emitter import facets as emitter_facets
 from emitter import snapshots
 from tests.support.paths import PROJECT_ROOT
