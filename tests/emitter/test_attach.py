@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import emitter
+from emitter import described as described_json
 from emitter import listener as listener_module
 from emitter.listener import jvm
 from tests.lineage.helpers import without_unread_parts
