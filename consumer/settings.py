@@ -42,7 +42,7 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
         None,
         "publish lineage changes (edges added/retired, runs finished) to this topic after each store transaction (none: off)",
     ),
-    ("host", "--host", "LINEAGE_HOST", "0.0.0.0", "HTTP listen address"),
+    ("host", "--host", "LINEAGE_HOST", "0.0.0.0", "HTTP listen address"),  # noqa: S104 - the documented default listen address (--host narrows it)
     ("port", "--port", "LINEAGE_PORT", "5000", "HTTP port (5000, as Marquez)"),
     (
         "web_dir",
@@ -116,7 +116,7 @@ class Settings:
     group: str = "lineage-consumer"
     dead_letter_topic: str = "openlineage.events.dlq"
     changes_topic: str | None = None
-    host: str = "0.0.0.0"
+    host: str = "0.0.0.0"  # noqa: S104 - the documented default listen address (--host narrows it)
     port: int = 5000
     token: str | None = None
     web_dir: str | None = None

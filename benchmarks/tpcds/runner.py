@@ -183,7 +183,7 @@ def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTimi
     started = time.perf_counter()
     try:
         spark_io.run_ctas(session, statement)
-    except Exception as error:  # a query Spark rejects is reported, not fatal
+    except Exception as error:  # noqa: BLE001 - a query Spark rejects is reported, not fatal
         timing.errors[variant] = str(error).splitlines()[0] if str(error) else type(error).__name__
     returned = time.perf_counter()
     spark_io.wait_for_listener_bus(session)

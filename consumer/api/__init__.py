@@ -26,7 +26,7 @@ from consumer.ingest import http_route
 from consumer.ingest.kafka_loop import DEFAULT_MAX_EVENT_BYTES
 from consumer.observability import Observability
 
-TOKEN_ENV = "LINEAGE_API_TOKEN"
+TOKEN_ENV = "LINEAGE_API_TOKEN"  # noqa: S105 - the name of the variable that holds the token, not a token
 
 
 def _utc_now() -> datetime:

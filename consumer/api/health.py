@@ -50,7 +50,7 @@ async def _store_check(store: Any) -> str:
 
     try:
         await asyncio.wait_for(run_in_threadpool(probe), STORE_CHECK_TIMEOUT_SECONDS)
-    except Exception as error:  # any failure to answer means not ready, with the reason
+    except Exception as error:  # noqa: BLE001 - any failure to answer means not ready, with the reason
         return f"unreachable: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
     return "reachable"
 

@@ -70,7 +70,7 @@ class BatchListener:
             capture = self.capture(func_name, query_execution, duration_ns, exception)
             if capture is not None:
                 self.sink.handle_actions(self.dedupe.accept(capture))
-        except Exception as error:  # noqa: BLE001 - never let lineage break the job
+        except Exception as error:  # never let lineage break the job
             log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
 
     def capture(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:

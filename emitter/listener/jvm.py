@@ -97,7 +97,7 @@ def cached_logical_plan(in_memory_relation: Any) -> Any | None:
     builder = in_memory_relation.cacheBuilder()
     try:
         return builder.logicalPlan()
-    except Exception:  # noqa: BLE001 - Spark 3.5
+    except Exception:  # noqa: BLE001, S110 - Spark 3.5 has no logicalPlan(): follow the cached physical plan
         pass
     node = builder.cachedPlan()
     while node is not None:

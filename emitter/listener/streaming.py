@@ -89,7 +89,7 @@ class LineageStreamingListener(StreamingQueryListener):
     def _guard(self, what: str, handler: Callable[[Any], None], event: Any) -> None:
         try:
             handler(event)
-        except Exception as error:  # noqa: BLE001 - never let lineage break the query
+        except Exception as error:  # never let lineage break the query
             log.warning("OpenLineage: streaming %s not recorded: %s", what, error, exc_info=log.isEnabledFor(10))
 
     def _on_started(self, event: Any) -> None:

@@ -133,7 +133,7 @@ class PipelineWorker:
                     return
                 step, item = entry
                 step(item)
-            except Exception as error:  # noqa: BLE001 - one bad capture must not end the thread
+            except Exception as error:  # one bad capture must not end the thread
                 log.warning("OpenLineage: events of a Spark action not built: %s", error, exc_info=log.isEnabledFor(10))
             finally:
                 self._queue.task_done()

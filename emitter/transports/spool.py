@@ -51,7 +51,7 @@ class SpooledRecord:
 def default_spool_dir(bootstrap_servers: str) -> Path:
     """Under the user cache dir, one directory per Kafka cluster (records carry their topic)."""
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    cluster_id = hashlib.sha1(bootstrap_servers.encode("utf-8")).hexdigest()[:12]
+    cluster_id = hashlib.sha1(bootstrap_servers.encode("utf-8"), usedforsecurity=False).hexdigest()[:12]
     return cache_home / "spark-lineage" / "kafka-spool" / cluster_id
 
 

@@ -194,7 +194,7 @@ class _WriteRecorder:
         self.describer = describer
         self.pairs: list[tuple[str, object, object]] = []
 
-    def onSuccess(self, func_name: str, query_execution, duration_ns: int) -> None:  # noqa: N802
+    def onSuccess(self, func_name: str, query_execution, duration_ns: int) -> None:
         plan = query_execution.optimizedPlan()
         command = jvm.simple_class(plan)
         described, with_metrics = self.describer.describe(query_execution, plan, command)
@@ -202,7 +202,7 @@ class _WriteRecorder:
             assert with_metrics, "the helper knows every write of these"
             self.pairs.append((command, described, jvm.write_info(plan, command, query_execution, with_metrics=True)))
 
-    def onFailure(self, func_name: str, query_execution, exception) -> None:  # noqa: N802
+    def onFailure(self, func_name: str, query_execution, exception) -> None:
         pass
 
 
