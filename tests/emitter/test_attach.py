@@ -42,11 +42,13 @@ def test_conf_switch_disables_attach(spark):
 def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tmp_path: Path):
     events_path = tmp_path / "events.jsonl"
     config = {"namespace": "inproc", "transport": {"type": "file", "log_file_path": str(events_path), "append": True}}
+    users_own = spark.conf.get("spark.sql.debug.maxToStringFields", None)  # set by an earlier test, or not
     attachment = emitter.attach(spark, config)
     try:
         assert attachment is not None
         assert emitter.attach(spark, config) is attachment, "attaching twice registers once"
-        assert spark.conf.get("spark.sql.debug.maxToStringFields") == listener_module.MAX_TO_STRING_FIELDS
+        raised = spark.conf.get("spark.sql.debug.maxToStringFields")
+        assert raised == (users_own or listener_module.MAX_TO_STRING_FIELDS), "raised unless the user set it"
         source = tmp_path / "source"
         spark.range(4).selectExpr("id", "cast(id AS string) AS label").write.parquet(str(source))
         spark.read.parquet(str(source)).selectExpr("id", "upper(label) AS label").write.mode("overwrite").saveAsTable(
@@ -56,7 +58,7 @@ def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tm
         wait_for_listeners(spark)
     finally:
         listener_module.close_session(spark)
-    assert spark.conf.get("spark.sql.debug.maxToStringFields", None) is None, "unset again at close"
+    assert spark.conf.get("spark.sql.debug.maxToStringFields", None) == users_own, "as it was again after close"
     events = read_events(events_path)
     for event in events:
         assert_valid_event(event)
@@ -240,6 +242,7 @@ def test_what_attach_hooks_outside_the_attachment_is_undone_when_the_last_one_cl
     session_class = type(spark)
     stop_before = session_class.stop
     factory_before = dict(get_default_factory().transports)
+    users_own = spark.conf.get("spark.sql.debug.maxToStringFields", None)
     spark.conf.set("spark.sql.debug.maxToStringFields", "77")  # the user's own setting
     config = {"transport": {"type": "file", "log_file_path": str(tmp_path / "events.jsonl"), "append": True}}
     other = spark.newSession()
@@ -255,7 +258,10 @@ def test_what_attach_hooks_outside_the_attachment_is_undone_when_the_last_one_cl
         assert session_class.stop is not stop_before, "another attachment still lives"
     finally:
         listener_module.close_session(other)
-        spark.conf.unset("spark.sql.debug.maxToStringFields")
+        if users_own is None:
+            spark.conf.unset("spark.sql.debug.maxToStringFields")
+        else:
+            spark.conf.set("spark.sql.debug.maxToStringFields", users_own)
     assert session_class.stop is stop_before
     assert not listener_module._hooks.exit_hook_registered
     assert other.conf.get("spark.sql.debug.maxToStringFields", None) is None
