@@ -1,4 +1,4 @@
-"""Command line: serve, ingest, migrate, replay, delete-table-lineage, delete-data-lineage and
+"""Command line: serve, ingest, migrate, create-topics, replay, delete-table-lineage, delete-data-lineage and
 `lineage ...` (the read side's questions, consumer.query.cli). Entry points only parse input and
 hand it on; a missing broker or database ends with one line on stderr and exit status 2."""
 
@@ -77,6 +77,16 @@ def _parser() -> argparse.ArgumentParser:
         sub = command(name, _delete, help_text, _STORE)
         sub.add_argument("--job", required=True, help="job name")
         sub.add_argument("--namespace", help="job namespace (default: every namespace)")
+    topics = command(
+        "create-topics",
+        _create_topics,
+        "create the events and dead-letter topics, and the changes topic when one is set (compacted); existing topics are left as they are",
+        ("bootstrap_servers", "topic", "dead_letter_topic", "changes_topic"),
+    )
+    topics.add_argument(
+        "--partitions", type=int, default=6, help="partitions of each topic (at least the consumers of the group) [default 6]"
+    )
+    topics.add_argument("--replication-factor", type=int, default=1, help="copies of each partition [default 1]")
     # Listed for --help only: main() hands `lineage ...` to consumer.query.cli before parsing.
     commands.add_parser("lineage", help="ask the lineage stores (`lineage --help` lists the questions); takes --store too")
     return parser
@@ -126,6 +136,18 @@ def _migrate(args: argparse.Namespace) -> int:
         f"schema at revision {head_revision()}"
         + (f" (applied {', '.join(map(str, applied))})" if applied else " (nothing to apply)")
     )
+    return 0
+
+
+def _create_topics(args: argparse.Namespace) -> int:
+    from consumer.ingest.kafka_io import TopicSpec, create_topics
+
+    settings = Settings.from_args(args)
+    topics = [TopicSpec(settings.topic, args.partitions), TopicSpec(settings.dead_letter_topic, args.partitions)]
+    if settings.changes_topic:
+        topics.append(TopicSpec(settings.changes_topic, args.partitions, compacted=True))
+    for line in create_topics(settings.bootstrap_servers, topics, args.replication_factor):
+        print(line)
     return 0
 
 

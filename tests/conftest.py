@@ -5,4 +5,5 @@ pytest_plugins = [
     "tests.support.spark",
     "tests.support.broker",
     "tests.support.databases",
+    "tests.support.browser",
 ]

@@ -13,6 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
+from importlib import metadata
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -43,7 +44,7 @@ def create_app(
     app = FastAPI(
         title="spark-lineage query service",
         description="Marquez-compatible lineage API plus table, column and snapshot lineage questions (see docs/api.md).",
-        version="0.1.0",
+        version=metadata.version("spark-lineage"),  # pyproject.toml, the one place it is written
         responses=COMMON_ERRORS,
     )
     app.state.store = store

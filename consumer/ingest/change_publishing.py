@@ -1,6 +1,6 @@
 """Lineage changes for Kafka subscribers (`--changes-topic`): after each store transaction
 commits, one JSON message per table-lineage edge added or retired, column-lineage edge added or
-changed, snapshot lineage recorded and run finished (schemas/LineageChange*.json).
+changed, snapshot lineage recorded and run finished (schemas/1-0-0/LineageChange*.json).
 
 A message carries what is true after the change (an edge's whole state, `state: retired` once
 it is gone), keyed by the thing's identity, so a log-compacted topic holds the current lineage

@@ -250,7 +250,7 @@ def test_every_message_matches_its_schema_and_its_key(publishing: Any, kafka_boo
     assert {json.loads(record.value)["kind"] for record in records} == set(SCHEMAS)
     validators = {
         kind: jsonschema.Draft202012Validator(
-            json.loads((ROOT / "schemas" / name).read_text()), format_checker=jsonschema.FormatChecker()
+            json.loads((ROOT / "schemas" / "1-0-0" / name).read_text()), format_checker=jsonschema.FormatChecker()
         )
         for kind, name in SCHEMAS.items()
     }
