@@ -1,7 +1,7 @@
 """On-disk spool: records that could not be delivered yet, oldest first, shared by applications.
 
 One file per record, named ``{seq:020d}-{writer}.rec`` so a directory listing sorted by
-name is the order the events were emitted in (see ``records.next_seq``), across every
+name is the order the events were emitted in (see ``records.Sequence``), across every
 process that spooled into the directory. A file holds one JSON header line
 (``{"topic": ..., "key": ...}``) followed by the event bytes, and appears atomically
 (written aside, then renamed), so a reader never sees half a record.

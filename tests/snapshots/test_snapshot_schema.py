@@ -17,7 +17,7 @@ from emitter import snapshots
 from tests.support.paths import PROJECT_ROOT
 from tests.support.spec import _registry_and_core
 
-SCHEMA = json.loads((PROJECT_ROOT / "schemas" / "SnapshotDatasetFacet.json").read_text())
+SCHEMA = json.loads((PROJECT_ROOT / "schemas" / "1-0-0" / "SnapshotDatasetFacet.json").read_text())
 BODY = SCHEMA["$defs"]["SnapshotDatasetFacet"]["allOf"][1]
 FACET_REF = f"{SCHEMA['$id']}#/$defs/SnapshotDatasetFacet"
 VALID = {
