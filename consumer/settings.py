@@ -235,21 +235,6 @@ class Settings:
     def read_token(self) -> str | None:
         return _secret(self.read_token_file, READ_TOKEN_ENV)
 
-    @property
-    def limits(self):  # type: ignore[no-untyped-def]
-        """The API's bounds (consumer.api.limits.Limits)."""
-        from consumer.api.limits import Limits, default_slots
-
-        return Limits(
-            concurrent_requests=self.concurrent_requests or default_slots(),
-            queued_requests=self.queued_requests,
-            queue_seconds=self.queue_timeout,
-            body_bytes=self.max_body_bytes,
-            event_bytes=self.max_event_bytes,
-            body_seconds=self.body_timeout,
-            statement_seconds=self.statement_timeout,
-        )
-
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
         values = {name: getattr(args, name) for name, *_ in _OPTIONS if hasattr(args, name)}
