@@ -51,6 +51,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
 
 from consumer.ingest.kafka_io import DeadLetters, EventSource
 from consumer.ingest.kafka_loop import Ingestor, SourceState
@@ -354,7 +355,7 @@ class WalMeter:
             try:
                 connection.execute(text("CREATE EXTENSION IF NOT EXISTS pg_walinspect"))
                 self.inspect = True
-            except Exception:
+            except DBAPIError:  # not installed on this server
                 self.inspect = False
             self.database_oid = connection.execute(
                 text("SELECT oid FROM pg_database WHERE datname = current_database()")
@@ -381,8 +382,8 @@ class WalMeter:
                             {**bounds, "rel": f"%/{self.database_oid}/%"},
                         ).scalar_one()
                         return int(written), "this database"
-                    except Exception:  # a segment was recycled meanwhile
-                        pass
+                    except DBAPIError as error:  # a segment was recycled meanwhile
+                        print(f"WAL records not readable ({str(error.orig).strip()}): the cluster's WAL instead", file=sys.stderr)
                 written = connection.execute(
                     text("SELECT pg_wal_lsn_diff(CAST(:b AS pg_lsn), CAST(:a AS pg_lsn))"), bounds
                 ).scalar_one()
