@@ -213,10 +213,10 @@ _CHOICES = {"log_format": ("text", "json"), "prepare_process": ("auto", "yes", "
 # Switches: given on the command line without a value; their environment variable is 1/true/yes or not.
 _SWITCHES = {"insecure_no_token"}
 # Secrets are read from these environment variables (or a file named by a flag), never from a flag's value.
-TOKEN_ENV = "LINEAGE_API_TOKEN"
-READ_TOKEN_ENV = "LINEAGE_API_READ_TOKEN"
-KAFKA_SASL_PASSWORD_ENV = "KAFKA_SASL_PASSWORD"
-KAFKA_SSL_KEY_PASSWORD_ENV = "KAFKA_SSL_KEY_PASSWORD"
+TOKEN_ENV = "LINEAGE_API_TOKEN"  # noqa: S105 - the name of the variable that holds the token, not a token
+READ_TOKEN_ENV = "LINEAGE_API_READ_TOKEN"  # noqa: S105 - the name of the variable that holds the token, not a token
+KAFKA_SASL_PASSWORD_ENV = "KAFKA_SASL_PASSWORD"  # noqa: S105 - the name of the variable that holds the password
+KAFKA_SSL_KEY_PASSWORD_ENV = "KAFKA_SSL_KEY_PASSWORD"  # noqa: S105 - the name of the variable that holds the password
 _SECRET_ENVIRONMENT = (
     (TOKEN_ENV, "the write token (ingestion, tags, deletes); none: writes open (loopback only, see --insecure-no-token)"),
     (READ_TOKEN_ENV, "the read token the other /api routes require; none: reads open"),
@@ -300,21 +300,6 @@ class Settings:
     @property
     def kafka_ssl_key_password(self) -> str | None:
         return _secret(self.kafka_ssl_key_password_file, KAFKA_SSL_KEY_PASSWORD_ENV)
-
-    @property
-    def limits(self):  # type: ignore[no-untyped-def]
-        """The API's bounds (consumer.api.limits.Limits)."""
-        from consumer.api.limits import Limits, default_slots
-
-        return Limits(
-            concurrent_requests=self.concurrent_requests or default_slots(),
-            queued_requests=self.queued_requests,
-            queue_seconds=self.queue_timeout,
-            body_bytes=self.max_body_bytes,
-            event_bytes=self.max_event_bytes,
-            body_seconds=self.body_timeout,
-            statement_seconds=self.statement_timeout,
-        )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:

@@ -120,7 +120,7 @@ class ChangePublisher:
             return change_scope(write.folded)
         if write.cutoff is not None:
             return ChangeScope(jobs=stale_job_keys(engine, write.cutoff))
-        assert write.job is not None
+        assert write.job is not None  # noqa: S101 - an invariant of ChangeScope (narrows the type)
         return ChangeScope(jobs=jobs_named(engine, *write.job))
 
     def publish_everything(self) -> int:
@@ -157,7 +157,7 @@ class ChangePublisher:
                     for _, key, value in messages:
                         self.sink.send(key, value)
                     self.sink.flush()
-                except Exception as error:  # stored; they go out with the next publish
+                except Exception as error:  # noqa: BLE001 - whatever the sink raises, the messages stay in the outbox for the next publish
                     log.warning("lineage changes not published yet (kept in the store's outbox): %s", error)
                     break
                 with self.store.writing() as connection:

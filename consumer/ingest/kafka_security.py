@@ -18,10 +18,7 @@ import logging
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from consumer.settings import Settings
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +68,10 @@ class KafkaSettingsError(ValueError):
     """The Kafka security settings are contradictory, incomplete or name a missing file."""
 
 
-def client_security(settings: Settings) -> dict[str, Any]:
-    """kafka-python keyword arguments for every client of the consumer, from `settings` (its
-    secrets from their files or environment variables)."""
+def client_security(settings: Any) -> dict[str, Any]:
+    """kafka-python keyword arguments for every client of the consumer, from `settings`
+    (consumer.settings.Settings: its `kafka_*` fields, its secrets from their files or
+    environment variables; the write side does not import the settings module)."""
     config: dict[str, Any] = {}
     if settings.kafka_config:
         config.update(read_properties(Path(settings.kafka_config)))

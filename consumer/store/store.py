@@ -15,10 +15,12 @@ from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
 from consumer.store import migrations, tags
+from consumer.store.compressed_text import decompress
 from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
+    dataset_version_contents,
     dataset_versions,
     datasets,
     job_io,
@@ -41,6 +43,7 @@ DERIVED_TABLES = (
     job_io,
     run_states,
     dataset_versions,
+    dataset_version_contents,
     dataset_fields,
     runs,
     jobs,
@@ -107,7 +110,7 @@ class Store:
             self._acquire(wait_seconds=0.0)
 
     def _acquire(self, wait_seconds: float) -> None:
-        assert self._writer_lock is not None
+        assert self._writer_lock is not None  # noqa: S101 - set by the constructor when writing (narrows the type)
         try:
             self._writer_lock.acquire(wait_seconds)
         except LockHeld as held:
@@ -193,7 +196,7 @@ class Store:
             if not rows:
                 return
             last = (rows[-1].event_time, rows[-1].id)
-            yield [row.payload for row in rows]
+            yield [decompress(row.payload) for row in rows]
 
     def clear_derived(self) -> tags.TagAssignments:
         """Empty everything derived from the raw events (for replay); the tag assignments that

@@ -17,12 +17,14 @@ import pytest
 
 from emitter.listener import janino
 from emitter.transports import spool as spool_module
-from emitter.transports.records import Record, next_seq
+from emitter.transports.records import Record, Sequence
 from emitter.transports.spool import Spool, SpoolUnsafe
+
+SEQUENCE = Sequence()
 
 
 def _record(topic: str = "lineage", value: bytes = b"{}") -> Record:
-    return Record(seq=next_seq(), topic=topic, key="k", value=value)
+    return Record(seq=SEQUENCE.next(), topic=topic, key="k", value=value)
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +58,7 @@ def test_a_spool_directory_another_user_owns_is_refused(tmp_path: Path, monkeypa
 def test_a_spooled_record_goes_to_the_configured_topic_whatever_its_file_says(tmp_path: Path) -> None:
     spool = Spool(tmp_path, 10_000, topic="lineage")
     spool.append(_record("lineage", b'{"n": 1}'))
-    planted = tmp_path / f"{next_seq():020d}-other.rec"
+    planted = tmp_path / f"{SEQUENCE.next():020d}-other.rec"
     planted.write_bytes(json.dumps({"topic": "payments", "key": "k"}).encode() + b"\n" + b'{"n": 2}')
     [only] = spool.oldest(10)
     assert (only.record.topic, only.record.value) == ("lineage", b'{"n": 1}')
@@ -68,7 +70,7 @@ def test_a_failed_write_leaves_no_temporary_file_and_stale_ones_are_removed(tmp_
     failing = subprocess.run([sys.executable, "-c", _WRITE_OVER_THE_LIMIT, str(tmp_path)], capture_output=True, text=True)
     assert failing.stdout.strip() == "write failed", failing.stderr
     assert [path.name for path in tmp_path.iterdir() if path.name != ".drain.lock"] == []
-    stale = tmp_path / f".{next_seq():020d}-dead.rec.tmp"
+    stale = tmp_path / f".{SEQUENCE.next():020d}-dead.rec.tmp"
     stale.write_bytes(b"half a record")
     old = os.stat(stale).st_mtime - spool_module.STALE_TEMPORARY_SECONDS - 1
     os.utime(stale, (old, old))
