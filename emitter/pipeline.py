@@ -69,6 +69,7 @@ class Pipeline:
         self.table_namespace = table_namespace(session.warehouse_dir, session.metastore_uri)
         self.app_run_id = events.new_run_id()
         self.app_job = (config.namespace, normalize(session.app_name) or "spark")
+        self.session_facets = facets.connect_session_facets(session.connect)  # on every run of the session
         self._pending: list[Capture] = []  # nested writes waiting for their wrapper commands, oldest first
         self._merged: deque[tuple[str, int]] = deque(maxlen=RECENT_WRITES_KEPT)  # (table, wrapper qe id)
         self._streams: OrderedDict[str, streams.StreamingRun] = OrderedDict()  # query id -> its live run
@@ -100,7 +101,7 @@ class Pipeline:
             when or datetime.now(timezone.utc),
             self.app_run_id,
             self.app_job,
-            run_facets={"processing_engine": facets.processing_engine_facet(self.session.spark_version)},
+            run_facets={"processing_engine": facets.processing_engine_facet(self.session.spark_version), **self.session_facets},
             job_facets={"jobType": facets.job_type_facet("BATCH", "APPLICATION")},
         )
 
@@ -219,6 +220,7 @@ class Pipeline:
         run_facets: dict[str, Any] = {
             "processing_engine": facets.processing_engine_facet(self.session.spark_version),
             "parent": self.parent_facet(),
+            **self.session_facets,
         }
         event_type = "START"
         if progress is not None:
@@ -391,6 +393,7 @@ def build_action_events(capture: Capture, pipeline: Pipeline) -> list[RunEvent]:
     run_facets: dict[str, Any] = {
         "parent": pipeline.parent_of(capture),
         "processing_engine": facets.processing_engine_facet(pipeline.session.spark_version),
+        **pipeline.session_facets,
     }
     job_facets = {"jobType": facets.job_type_facet("BATCH", "SQL_JOB" if capture.func_name == "command" else "JOB")}
     start_time = capture.end_time - timedelta(microseconds=capture.duration_ns // 1000)

@@ -136,6 +136,9 @@ _attach_lock = threading.RLock()
 
 def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) -> Attachment | None:
     """Attach the emitter to `spark`; never raises; None when disabled or on failure."""
+    if is_connect_client(spark):  # no JVM here: nothing to attach to
+        log.warning(CONNECT_CLIENT_MESSAGE)
+        return None
     try:
         with _attach_lock:
             key = _session_key(spark)
@@ -155,20 +158,43 @@ def _session_key(spark: Any) -> int:
 
 
 def _attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None) -> Attachment | None:
-    spark_conf = {key: value for key in _CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
+    spark_conf = session_conf(spark)
     settings = load_config(spark_conf, config)
     if settings.disabled or is_disabled(spark_conf):  # env and conf win over an explicit EmitterConfig
         log.info("OpenLineage is disabled: nothing attached")
         return None
-    spark.conf.set("spark.sql.debug.maxToStringFields", MAX_TO_STRING_FIELDS)
-    client = make_client(settings)
-    pipeline = Pipeline(settings, session_info(spark), client)
-    pipeline.start_application()
-    attachment = Attachment(spark, pipeline, client)
-    attachment.register()
+    attachment = start_attachment(spark, settings, session_info(spark), make_client(settings))
     _close_on_stop(spark)
     atexit.register(attachment.close)
     return attachment
+
+
+def session_conf(spark: Any) -> dict[str, str]:
+    """The session's `spark.openlineage.*` settings."""
+    return {key: value for key in _CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
+
+
+def start_attachment(spark: Any, settings: EmitterConfig, info: SessionInfo, client: Any) -> Attachment:
+    """Emit the application START of `spark` and register its listeners."""
+    spark.conf.set("spark.sql.debug.maxToStringFields", MAX_TO_STRING_FIELDS)
+    pipeline = Pipeline(settings, info, client)
+    pipeline.start_application()
+    attachment = Attachment(spark, pipeline, client)
+    attachment.register()
+    return attachment
+
+
+CONNECT_CLIENT_MESSAGE = (
+    "OpenLineage: this SparkSession is a Spark Connect client session: its lineage comes from the Connect server, "
+    "which runs its actions, not from the client. Run the server with the emitter attached "
+    "(`python -m emitter connect-server --port 15002`, see the README's Spark Connect section); "
+    "nothing is attached here and the program goes on."
+)
+
+
+def is_connect_client(spark: Any) -> bool:
+    """Whether `spark` is a thin Spark Connect client session (no JVM of its own)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def session_info(spark: Any) -> SessionInfo:
@@ -213,6 +239,8 @@ def _close_on_stop(spark: Any) -> None:
 
 
 def close_session(spark: Any) -> None:
+    if is_connect_client(spark):
+        return
     try:
         with _attach_lock:
             attachment = _attachments.pop(_session_key(spark), None)
