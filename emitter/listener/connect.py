@@ -73,6 +73,7 @@ class ConnectSessions:
         self.shared_client = SharedClient(self.client)
         self.watcher = janino.new_instance(self.gateway, WATCHER_CLASS)
         self.attachments: dict[tuple[str, str], Attachment] = {}  # (user id, session id) -> its attachment
+        self.emitted_events = 0  # by the sessions closed so far
         self._closing: list[threading.Thread] = []  # attachments of ended sessions being closed
         self._lock = threading.Lock()
         self._closed = False
@@ -118,7 +119,7 @@ class ConnectSessions:
         if attachment is None:
             return
         # closing waits for the listener bus to drain: not on the bus thread itself
-        closing = threading.Thread(target=attachment.close, name="openlineage-connect-close", daemon=True)
+        closing = threading.Thread(target=self._close, args=(attachment,), name="openlineage-connect-close", daemon=True)
         with self._lock:
             self._closing = [thread for thread in self._closing if thread.is_alive()]
             self._closing.append(closing)
@@ -144,6 +145,11 @@ class ConnectSessions:
         return SparkSession(self.spark.sparkContext, jsession)
 
     # waiting and closing ------------------------------------------------------------------
+    def _close(self, attachment: Attachment) -> None:
+        attachment.close()
+        with self._lock:
+            self.emitted_events += attachment.pipeline.emitted_events
+
     def settle(self) -> bool:
         """`Attachment.settle` of every attached session; False when one timed out."""
         with self._lock:
@@ -164,7 +170,7 @@ class ConnectSessions:
         except Exception as error:  # noqa: BLE001
             log.debug("Connect session watcher not removed: %s", error)
         for attachment in attachments:
-            attachment.close()
+            self._close(attachment)
         close_timeout = load_config(session_conf(self.spark), self.explicit).close_timeout_s
         for thread in closing:
             thread.join(close_timeout)

@@ -59,7 +59,9 @@ def start(port: int, host: str, conf: Mapping[str, str]) -> tuple[Any, ConnectSe
         jvm.java.lang.Class.forName(SERVICE_CLASS)
     except Exception as error:
         spark.stop()
-        raise ConnectServerError(f"PySpark {spark.version} has no Spark Connect server (PySpark 4.x ships it): {error}") from error
+        raise ConnectServerError(
+            f"PySpark {spark.version} has no Spark Connect server (PySpark 4.x ships it): {error}"
+        ) from error
     sessions = ConnectSessions(spark)
     sessions.register()
     getattr(jvm, SERVICE_CLASS).start(spark.sparkContext._jsc.sc())
@@ -85,4 +87,5 @@ def serve(port: int, host: str, conf: Mapping[str, str]) -> int:
     print(f"Spark Connect server with OpenLineage listening at sc://{host}:{port}", flush=True)
     stopping.wait()
     stop(spark, sessions)
+    print(f"{sessions.emitted_events} OpenLineage events emitted for Spark Connect sessions", flush=True)
     return 0

@@ -21,14 +21,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from emitter.naming import normalize
 from tests.support.paths import PROJECT_ROOT
-from tests.support.require import skip_or_fail
-from tests.support.spark import SCRIPT_TIMEOUT_S, file_transport_env, read_events, require_spark
+from tests.support.spark import SCRIPT_TIMEOUT_S, file_transport_env, read_events, require_spark_connect
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -39,25 +39,6 @@ SERVER_STOP_TIMEOUT_S = 120
 CLIENT_A, CLIENT_B, CLASSIC = "conn_a", "conn_b", "classic"
 NAMESPACE_A, NAMESPACE_B = "team_a", "team_b"
 CONNECT_CLIENT_NOTICE = "Spark Connect client session: its lineage comes from the Connect server"
-
-
-def require_connect() -> None:
-    """PySpark 4 with its Connect server jar and the client's extras; 3.5 has no server: skipped."""
-    require_spark()
-    import pyspark
-
-    if int(pyspark.__version__.split(".")[0]) < 4:
-        pytest.skip(f"PySpark {pyspark.__version__} ships no Spark Connect server (4.x does)")
-    jars = Path(pyspark.__file__).parent / "jars"
-    if not list(jars.glob("spark-connect_*.jar")):
-        skip_or_fail(f"no spark-connect jar in {jars}")
-    try:
-        import grpc  # noqa: F401
-        import grpc_status  # noqa: F401
-        import pyarrow  # noqa: F401
-        from google.rpc import status_pb2  # noqa: F401
-    except ImportError as error:
-        skip_or_fail(f"the Spark Connect client extras are missing (pip install 'pyspark[connect]'): {error}")
 
 
 def free_port() -> int:
@@ -167,7 +148,7 @@ class Outcome:
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
-    require_connect()
+    require_spark_connect()
     data_dir = tmp_path_factory.mktemp("connect")
     classic_dir = tmp_path_factory.mktemp("classic")
     server = Server(data_dir, data_dir / "server-events.jsonl")
@@ -322,3 +303,21 @@ def test_a_client_under_the_emitter_is_told_where_lineage_comes_from(outcome: Ou
     assert "python -m emitter connect-server" in err
     assert not read_events(outcome.data_dir / "b.jsonl")  # the client emits nothing itself
     assert not read_events(outcome.data_dir / "a.jsonl")
+
+
+def test_a_connect_run_is_stored_and_queried_like_any_other(outcome: Outcome, store: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from consumer.api import create_app
+
+    token = {"Authorization": "Bearer t0ken"}
+    with TestClient(create_app(store, SimpleNamespace(api_token="t0ken")), raise_server_exceptions=False) as client:
+        assert client.post("/api/v1/lineage", json=outcome.server_events, headers=token).status_code == 201
+        jobs = client.get(f"/api/v1/namespaces/{NAMESPACE_A}/jobs", params={"limit": 100}).json()["jobs"]
+        assert f"{CLIENT_A}.create_data_source_table_as_select_command.default_{CLIENT_A}_ranked" in {job["name"] for job in jobs}
+        origins = client.get("/api/v1/lineage-store/columns", params={"table": f"default.{CLIENT_A}_ranked", "column": "revenue"})
+        assert origins.status_code == 200, origins.text
+        assert f"{CLIENT_A}_orders" in origins.text and "amount" in origins.text
+        write = next(e for e in outcome.of_session(CLIENT_A) if e["eventType"] == "COMPLETE" and e.get("outputs"))
+        run_facets = client.get(f"/api/v1/jobs/runs/{write['run']['runId']}/facets").json()
+        assert run_facets["facets"]["sparkConnectSession"]["sessionId"] == outcome.session_id(CLIENT_A)

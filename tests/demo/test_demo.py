@@ -10,6 +10,7 @@ import pytest
 
 from demo.broker import free_port
 from tests.support.paths import PROJECT_ROOT
+from tests.support.spark import require_spark_connect
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -26,6 +27,28 @@ def demo_output() -> str:
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed.stdout
+
+
+@pytest.fixture(scope="module")
+def connect_demo_output() -> str:
+    require_spark_connect()
+    completed = subprocess.run(
+        [sys.executable, "-m", "demo", "--exit", "--connect", "--port", str(free_port())],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed.stdout
+
+
+def test_the_connect_variant_stores_and_answers_like_the_classic_one(connect_demo_output: str) -> None:
+    """`python -m demo --connect`: the pipeline as a thin Connect client, lineage from the server."""
+    test_every_published_event_is_stored_by_the_consumer(connect_demo_output)
+    test_column_lineage_table_shows_expressions_in_user_column_names(connect_demo_output)
+    test_transitive_answers_reach_the_raw_tables(connect_demo_output)
 
 
 def test_every_published_event_is_stored_by_the_consumer(demo_output: str) -> None:
