@@ -60,6 +60,8 @@ class Server:
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "1g",
+            # the foreachBatch worker imports PySpark's Connect client before it connects back: slow on a busy machine
+            "spark.python.authenticate.socketTimeout": "120s",
         }
         command = [sys.executable, "-m", "emitter", "connect-server", "--port", str(self.port)]
         for key, value in conf.items():
@@ -67,7 +69,7 @@ class Server:
         self.log_path = data_dir / "server.log"
         self.log = self.log_path.open("w")
         self.process = subprocess.Popen(
-            command, cwd=data_dir, env=file_transport_env(events_path), stdout=subprocess.PIPE, stderr=self.log, text=True
+            command, cwd=data_dir, env=file_transport_env(events_path), stdout=self.log, stderr=subprocess.STDOUT
         )
         self._wait_until_listening()
 
@@ -76,14 +78,11 @@ class Server:
         return f"sc://127.0.0.1:{self.port}"
 
     def _wait_until_listening(self) -> None:
-        assert self.process.stdout is not None
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if "listening at" in line:
+        while time.monotonic() < deadline and self.process.poll() is None:
+            if "listening at" in self.log_path.read_text(errors="replace"):
                 return
-            if not line and self.process.poll() is not None:
-                break
+            time.sleep(0.5)
         self.stop()
         pytest.fail(f"the Connect server did not start:\n{self.log_path.read_text()[-4000:]}")
 
@@ -120,9 +119,10 @@ def start_program(
     return subprocess.Popen(command, cwd=data_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def finish(process: subprocess.Popen[str]) -> tuple[str, str]:
+def finish(process: subprocess.Popen[str], server: Server) -> tuple[str, str]:
     out, err = process.communicate(timeout=SCRIPT_TIMEOUT_S)
-    assert process.returncode == 0, f"exit {process.returncode}\n{out[-2000:]}\n{err[-4000:]}"
+    server_log = server.log_path.read_text(errors="replace")
+    assert process.returncode == 0, f"exit {process.returncode}\n{out[-2000:]}\n{err[-3000:]}\nserver:\n{server_log[-5000:]}"
     return out, err
 
 
@@ -163,7 +163,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
         classic = start_program(
             "local", classic_dir, CLASSIC, NAMESPACE_A, all_steps, under_emitter=True, events=classic_dir / "events.jsonl"
         )
-        outputs = {CLIENT_A: finish(client_a), CLIENT_B: finish(client_b), CLASSIC: finish(classic)}
+        outputs = {CLIENT_A: finish(client_a, server), CLIENT_B: finish(client_b, server), CLASSIC: finish(classic, server)}
     finally:
         exit_code = server.stop()
     assert exit_code == 0, server.log_path.read_text()[-4000:]
