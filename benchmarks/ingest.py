@@ -38,9 +38,9 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sqlalchemy import create_engine, text
 
-from consumer.ingest import Ingestor, SourceState
-from consumer.kafka_io import DeadLetters, EventSource
-from consumer.prepare import tune_garbage_collector
+from consumer.ingest.kafka_io import DeadLetters, EventSource
+from consumer.ingest.kafka_loop import Ingestor, SourceState
+from consumer.ingest.prepare import tune_garbage_collector
 from consumer.store import open_store
 from demo.broker import start_tansu
 from tests.support.events import BASE_TIME, batch_write, table, with_column_lineage

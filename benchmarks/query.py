@@ -562,7 +562,7 @@ def serve(url: str, port: int) -> None:
     import uvicorn
 
     from consumer.api import create_app
-    from consumer.prepare import tune_garbage_collector
+    from consumer.ingest.prepare import tune_garbage_collector
 
     tune_garbage_collector()  # as `python -m consumer serve` does
     uvicorn.run(create_app(open_store(url)), host="127.0.0.1", port=port, log_level="warning")

@@ -1,4 +1,4 @@
-"""Command line: serve, ingest, migrate, replay, delete-table-lineage, delete-data-lineage and
+"""Command line: serve, ingest, migrate, create-topics, replay, delete-table-lineage, delete-data-lineage and
 `lineage ...` (the read side's questions, consumer.query.cli). Entry points only parse input and
 hand it on; a missing broker or database ends with one line on stderr and exit status 2."""
 
@@ -77,6 +77,16 @@ def _parser() -> argparse.ArgumentParser:
         sub = command(name, _delete, help_text, _STORE)
         sub.add_argument("--job", required=True, help="job name")
         sub.add_argument("--namespace", help="job namespace (default: every namespace)")
+    topics = command(
+        "create-topics",
+        _create_topics,
+        "create the events and dead-letter topics, and the changes topic when one is set (compacted); existing topics are left as they are",
+        ("bootstrap_servers", "topic", "dead_letter_topic", "changes_topic"),
+    )
+    topics.add_argument(
+        "--partitions", type=int, default=6, help="partitions of each topic (at least the consumers of the group) [default 6]"
+    )
+    topics.add_argument("--replication-factor", type=int, default=1, help="copies of each partition [default 1]")
     # Listed for --help only: main() hands `lineage ...` to consumer.query.cli before parsing.
     commands.add_parser("lineage", help="ask the lineage stores (`lineage --help` lists the questions); takes --store too")
     return parser
@@ -88,14 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration step otherwise
     argv = list(sys.argv[1:] if argv is None else argv)
-    from consumer.kafka_io import BrokerUnavailable
+    from consumer.ingest.kafka_io import BrokerUnavailable
     from consumer.store import StoreUnavailable
 
     try:
         if argv[:1] == ["lineage"]:
             return _lineage(argv[1:])
         args = _parser().parse_args(argv)
-        from consumer.prepare import tune_garbage_collector
+        from consumer.ingest.prepare import tune_garbage_collector
 
         tune_garbage_collector()
         if getattr(args, "log_format", None):
@@ -129,6 +139,18 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _create_topics(args: argparse.Namespace) -> int:
+    from consumer.ingest.kafka_io import TopicSpec, create_topics
+
+    settings = Settings.from_args(args)
+    topics = [TopicSpec(settings.topic, args.partitions), TopicSpec(settings.dead_letter_topic, args.partitions)]
+    if settings.changes_topic:
+        topics.append(TopicSpec(settings.changes_topic, args.partitions, compacted=True))
+    for line in create_topics(settings.bootstrap_servers, topics, args.replication_factor):
+        print(line)
+    return 0
+
+
 def _delete(args: argparse.Namespace) -> int:
     store = _store(args)
     if args.command == "delete-table-lineage":
@@ -155,7 +177,8 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
     import time
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    from consumer.prepare import Preparer
+    from consumer.ingest.fold import fold
+    from consumer.ingest.prepare import Preparer
 
     err = err or sys.stderr
     store = _store(args)
@@ -182,8 +205,8 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
                     stored(*in_flight)
                 prepared = preparing()
                 skipped += len(prepared.refused)  # stored under older rules; kept raw, not derived
-                # A batch that could not be folded is folded again by rebuild, which raises what went wrong.
-                batch = prepared.folded if prepared.folded is not None else prepared.events or []
+                # A batch that could not be folded is folded again here, which raises what went wrong.
+                batch = prepared.folded if prepared.folded is not None else fold(prepared.events or [], by_hash=False)
                 in_flight = (store_thread.submit(store.rebuild, batch), len(chunk))
             if in_flight is not None:
                 stored(*in_flight)
@@ -199,14 +222,14 @@ def _replay(args: argparse.Namespace, err: TextIO | None = None) -> int:
 
 
 def _republish_changes(settings: Settings, store) -> None:  # type: ignore[no-untyped-def]
-    from consumer.changes import PublishingStore
-    from consumer.kafka_io import ChangeMessages
+    from consumer.ingest.change_publishing import ChangePublisher
+    from consumer.ingest.kafka_io import ChangeMessages
 
     if not settings.changes_topic:
         raise SystemExit("error: --republish-changes needs --changes-topic (or LINEAGE_CHANGES_TOPIC)")
     sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic)
     try:
-        published = PublishingStore(store.engine, sink).publish_everything()
+        published = ChangePublisher(store.engine, sink).publish_everything()
     finally:
         sink.close()
     print(f"published {published} lineage changes to {settings.changes_topic}")
@@ -220,11 +243,11 @@ def _progress(err: TextIO, done: int, total: int, rate: float, width: int = 40) 
 
 
 def _connect(settings: Settings, store, observability=None):  # type: ignore[no-untyped-def]
-    """A Kafka ingestion loop on `store`: the composition root of the write side. Whatever must
-    follow each committed store transaction is passed here as an `after_store` callback."""
-    from consumer.ingest import Ingestor
-    from consumer.kafka_io import DeadLetters, EventSource
-    from consumer.prepare import Preparer
+    """A Kafka ingestion loop on `store` (consumer.ingest.store_writes.StoreWrites): the composition
+    root of the write side. Whatever must accompany each store transaction is one of its hooks."""
+    from consumer.ingest.kafka_io import DeadLetters, EventSource
+    from consumer.ingest.kafka_loop import Ingestor
+    from consumer.ingest.prepare import Preparer
 
     source = EventSource(
         settings.bootstrap_servers,
@@ -252,18 +275,20 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
 
 
 def _write_store(settings: Settings):  # type: ignore[no-untyped-def]
-    """The store ingestion writes to: with --changes-topic, one that publishes what each of its
-    transactions changed (consumer.changes)."""
+    """The writes ingestion makes to the store: with --changes-topic, each transaction publishes
+    what it changed (consumer.ingest.change_publishing)."""
+    from consumer.ingest.store_writes import StoreWrites
     from consumer.store import open_store
 
     store = open_store(settings.store_url)
-    if settings.changes_topic:
-        from consumer.changes import PublishingStore
-        from consumer.kafka_io import ChangeMessages
-
-        store = PublishingStore(store.engine, ChangeMessages(settings.bootstrap_servers, settings.changes_topic))
     store.claim_writer()  # SQLite: the one writer, or one clear line and exit status 2
-    return store
+    if not settings.changes_topic:
+        return StoreWrites(store)
+    from consumer.ingest.change_publishing import ChangePublisher
+    from consumer.ingest.kafka_io import ChangeMessages
+
+    sink = ChangeMessages(settings.bootstrap_servers, settings.changes_topic)
+    return StoreWrites(store, [ChangePublisher(store.engine, sink)])
 
 
 def _disconnect(ingestor) -> None:  # type: ignore[no-untyped-def]

@@ -131,7 +131,7 @@ class Settings:
 
     @property
     def prepare_in_worker(self) -> bool | None:
-        """consumer.prepare.Preparer's `in_worker` (None: decide by the CPUs)."""
+        """consumer.ingest.prepare.Preparer's `in_worker` (None: decide by the CPUs)."""
         return {"yes": True, "no": False}.get(self.prepare_process)
 
     @property

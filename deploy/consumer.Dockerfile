@@ -4,7 +4,7 @@
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE NOTICE ./
 # Dependencies first, in a layer of their own that a code change does not invalidate.
 RUN mkdir emitter consumer && touch emitter/__init__.py consumer/__init__.py \
     && pip install --no-cache-dir ".[consumer]" && pip uninstall -y -q spark-lineage && rm -rf emitter consumer build *.egg-info

@@ -246,7 +246,7 @@ def event_identity(payload: Mapping[str, Any]) -> tuple[str, str, str]:
 def events_on_topic(bootstrap: str) -> set[tuple[str, str, str]]:
     """Every event the job published, read back with a group of its own (Tansu's end offsets
     are not reliable, so reading stops once the topic has been idle for a while)."""
-    from consumer.kafka_io import EventSource
+    from consumer.ingest.kafka_io import EventSource
 
     source = EventSource(
         bootstrap, TOPIC, f"stack-check-{uuid.uuid4().hex[:8]}", session_timeout_ms=6000, max_poll_interval_ms=6000

@@ -11,7 +11,7 @@ RUN apt-get update -q && apt-get install -y -q --no-install-recommends python3 p
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE NOTICE ./
 # Dependencies first, in a layer of their own that a code change does not invalidate.
 RUN mkdir emitter consumer && touch emitter/__init__.py consumer/__init__.py \
     && pip install --no-cache-dir ".[emitter]" && pip uninstall -y -q spark-lineage && rm -rf emitter consumer build *.egg-info

@@ -28,11 +28,15 @@ from openlineage.client.facet_v2 import (
 
 from emitter.capture import ConnectSession, SchemaField, TableRef
 from emitter.snapshots import MicroBatch, Snapshot
+from emitter.version import installed_version
 
-PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
-ADAPTER_VERSION = "0.1.0"
-# our custom facets' JSON Schemas (schemas/ in the repository); `_schemaURL` = `$id#/$defs/<Facet>`
-SCHEMA_BASE_URL = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0"
+# The emitter's folder in the project's repository; the release itself is in processing_engine's
+# openlineageAdapterVersion, read from the installed distribution (pyproject.toml is the one place).
+PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/main/emitter"
+ADAPTER_VERSION = installed_version()
+# our custom facets' JSON Schemas (schemas/1-0-0/ in the repository, as raw files on its main branch;
+# a changed schema gets a new version folder); `_schemaURL` = `$id#/$defs/<Facet>`
+SCHEMA_BASE_URL = "https://raw.githubusercontent.com/spark-lineage/spark-lineage/main/schemas/1-0-0"
 REDACTED = "***"
 SECRET_KEY = re.compile(r"password|passwd|secret|token|credential|key|auth", re.IGNORECASE)
 # user:password@ inside URLs (jdbc:postgresql://u:p@host, s3a://AKIA:secret@bucket)
@@ -184,7 +188,7 @@ def _transformation(transformation: _Transformation) -> column_lineage_dataset.T
 
 @attr.define
 class SnapshotDatasetFacet(DatasetFacet):
-    """Which committed state of a dataset a run consumed or produced (schemas/SnapshotDatasetFacet.json)."""
+    """Which committed state of a dataset a run consumed or produced (schemas/1-0-0/SnapshotDatasetFacet.json)."""
 
     snapshotId: str  # noqa: N815
     kind: str
@@ -200,7 +204,7 @@ class SnapshotDatasetFacet(DatasetFacet):
 
 @attr.define
 class MicroBatchRunFacet(RunFacet):
-    """One micro-batch of a streaming run (schemas/MicroBatchRunFacet.json)."""
+    """One micro-batch of a streaming run (schemas/1-0-0/MicroBatchRunFacet.json)."""
 
     batchId: int  # noqa: N815
     queryId: str  # noqa: N815

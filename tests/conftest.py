@@ -13,4 +13,5 @@ pytest_plugins = [
     "tests.support.spark",
     "tests.support.broker",
     "tests.support.databases",
+    "tests.support.browser",
 ]

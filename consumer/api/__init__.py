@@ -1,5 +1,5 @@
 """The HTTP app: Marquez-compatible reads under /api/v1, our lineage questions under /api/v1/lineage-store,
-and OpenLineage ingestion at POST /api/v1/lineage (consumer.ingest_http) behind the bearer token.
+and OpenLineage ingestion at POST /api/v1/lineage (consumer.ingest.http_route) behind the bearer token.
 
 FastAPI lives only in this package. `create_app(store, settings, observability, clock)` is the one entry point; `settings` may carry
 `api_token` (str | None): when set, ingestion and delete endpoints require `Authorization: Bearer <token>`, and
@@ -13,17 +13,18 @@ import os
 import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
+from importlib import metadata
 from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from consumer import ingest_http
 from consumer.api import health, lineage_store, marquez
 from consumer.api.auth import require_token
 from consumer.api.errors import COMMON_ERRORS, INGEST_ERRORS, install_error_handlers
 from consumer.api.paths import KeepEncodedSlashes
 from consumer.api.slots import computing_slot, default_slots
-from consumer.ingest import DEFAULT_MAX_EVENT_BYTES
+from consumer.ingest import http_route
+from consumer.ingest.kafka_loop import DEFAULT_MAX_EVENT_BYTES
 from consumer.observability import Observability
 
 TOKEN_ENV = "LINEAGE_API_TOKEN"
@@ -43,7 +44,7 @@ def create_app(
     app = FastAPI(
         title="spark-lineage query service",
         description="Marquez-compatible lineage API plus table, column and snapshot lineage questions (see docs/api.md).",
-        version="0.1.0",
+        version=metadata.version("spark-lineage"),  # pyproject.toml, the one place it is written
         responses=COMMON_ERRORS,
     )
     app.state.store = store
@@ -60,7 +61,7 @@ def create_app(
     app.include_router(marquez.router, dependencies=computing)
     app.include_router(marquez.search_v2beta, dependencies=computing)
     app.include_router(lineage_store.router, dependencies=computing)
-    app.include_router(ingest_http.router, dependencies=[Depends(require_token), *computing], responses=INGEST_ERRORS)
+    app.include_router(http_route.router, dependencies=[Depends(require_token), *computing], responses=INGEST_ERRORS)
     if web_dir := getattr(settings, "web_dir", None):
         from consumer.api.web import mount_web
 

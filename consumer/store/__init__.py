@@ -3,7 +3,8 @@
 `open_store(url)` gives a migrated `Store` on SQLite (`sqlite:///path.db`) or PostgreSQL
 (`postgresql://...`); `store.engine` is a plain SQLAlchemy engine for readers, the tables are
 in `consumer.store.schema`. The names below load on first use, so a reader importing
-`consumer.store.schema` loads nothing of the write side (writer, materialize, events)."""
+`consumer.store.schema` loads nothing of the writer; the store imports nothing of the write side (consumer.ingest):
+it takes the plain rows of consumer.store.rows."""
 
 from __future__ import annotations
 

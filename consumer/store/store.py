@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence, Set
+from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -13,9 +13,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
-from consumer.fold import Folded, fold
-from consumer.materialize import TERMINAL_STATES, EventRows
 from consumer.store import migrations, tags
+from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
@@ -127,20 +126,13 @@ class Store:
         """Upgrade the schema to the newest revision; the revisions applied."""
         return migrations.migrate(self.engine)
 
-    def write(self, batch: Sequence[EventRows]) -> int:
-        """Store a batch of events and everything derived from them in one transaction; the
-        number of events not seen before."""
-        return self.write_folded(fold(batch), lambda: batch)
-
-    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
-        """`write` of a batch already folded; `events()` gives its events' rows, which are needed
-        only when some of them are stored already."""
-
-        def without_stored(fresh: Set[str]) -> Folded:
-            return fold([rows for rows in events() if rows.raw.content_hash in fresh])
-
+    def write(self, batch: Folded, without_stored: Callable[[Set[str]], Folded]) -> int:
+        """Store a batch of events (its rows by natural key, consumer.store.rows) and everything
+        derived from them in one transaction; the number of events not seen before. Events already
+        stored are skipped whole: when some of the batch's are, `without_stored(hashes of the
+        others)` gives the batch without them."""
         with self.writing() as connection:
-            return write_batch(connection, folded, without_stored)
+            return write_batch(connection, batch, without_stored)
 
     def raw_event_count(self) -> int:
         with self.engine.connect() as connection:
@@ -179,11 +171,10 @@ class Store:
         with self.writing() as connection:
             tags.restore_assignments(connection, saved)
 
-    def rebuild(self, batch: Sequence[EventRows] | Folded) -> None:
-        """Derive the rows of stored raw events again (replay): `batch` in event-time order."""
-        folded = batch if isinstance(batch, Folded) else fold(batch, by_hash=False)
+    def rebuild(self, batch: Folded) -> None:
+        """Derive the rows of stored raw events again (replay): `batch` folded in event-time order."""
         with self.writing() as connection:
-            write_batch(connection, folded, store_raw=False)
+            write_batch(connection, batch, store_raw=False)
 
     def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
         """Forget which datasets the job read and wrote (and its column lineage); rows removed."""

@@ -1,9 +1,9 @@
-"""The write side of the store: one folded batch (consumer.fold: its rows by natural key) ->
+"""The write side of the store: one folded batch (consumer.store.rows: its rows by natural key) ->
 a fixed, small number of set-based statements per table (one upsert for all its rows, see
 store/bulk.py, and one keyed select for the row ids), all in the caller's transaction.
 
 What the fold computed from the batch alone is merged here with what the store holds, under the
-same rules (consumer.fold), so every derived row is a function of the SET of events stored,
+same rules (consumer.store.rows), so every derived row is a function of the SET of events stored,
 never of their order, batching or arrival time: any permutation of the same events, split into
 any batches by any number of writers, builds the same store. Besides those rules:
 - a dataset's `updated_at` is its latest own event; only a dataset known from column-lineage
@@ -26,20 +26,23 @@ from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, sele
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer import json_codec
-from consumer.fold import (
+from consumer.store.bulk import execute_many, overlapped
+from consumer.store.rows import (
     DATASET_VALUES,
     FACET,
     JOB_VALUES,
     RUN_VALUES,
+    STATE_RANK,
+    TERMINAL_STATES,
+    DatasetKey,
     Folded,
     Merged,
+    RawEvent,
     RunFold,
     keeps_stored_facets,
     next_state,
     stamp,
 )
-from consumer.materialize import STATE_RANK, TERMINAL_STATES, DatasetKey, RawEvent
-from consumer.store.bulk import execute_many, overlapped
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
@@ -674,7 +677,7 @@ class _BatchWriter:
 
 def _run_values(current: Mapping[str, Any] | None, fold: RunFold) -> dict[str, Any]:
     """A run's columns: the batch's fold merged into the stored row as if its events had been
-    applied one by one after the stored ones (consumer.fold.next_state)."""
+    applied one by one after the stored ones (consumer.ingest.fold.next_state)."""
     merged = _merged_with_stored(current, RUN_VALUES, fold.merged)
     state, started_at, ended_at = fold.state, fold.started_at, fold.ended_at
     created_at, updated_at = fold.created_at, fold.updated_at

@@ -13,103 +13,39 @@ import httpx
 import pytest
 
 from consumer.api import create_app
-from consumer.prepare import prepare
+from consumer.ingest.prepare import prepare
+from consumer.ingest.store_writes import StoreWrites
 from consumer.settings import Settings
 from consumer.store import open_store
+from tests.support.browser import (
+    GRAPH_JOB_NAME_CHARS,
+    JOB_NAME_CHARS,
+    graph_groups,
+    open_page,
+    svg_labels,
+    truncated,
+)
 from tests.support.paths import PROJECT_ROOT
-from tests.support.require import chromium_executable, marquez_web_dist
+from tests.support.require import marquez_web_dist
 from tests.support.server import serving
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 DEMO_EVENTS = PROJECT_ROOT / "tests" / "fixtures" / "demo_events.jsonl"
-SCREENSHOTS = PROJECT_ROOT / ".run" / "marquez-web"
-# The graph pages keep polling (no network idle) and lay out in a web worker: let them settle.
-LAYOUT_SETTLE_MS = 8000
-PAGE_TIMEOUT_MS = 60_000
-JOB_NAME_CHARS = 40  # the jobs table truncates longer names
-GRAPH_JOB_NAME_CHARS = 16  # and a graph's job nodes these
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     dist = marquez_web_dist()
     store = open_store(f"sqlite:///{tmp_path_factory.mktemp('web') / 'lineage.db'}")
-    store.write([prepare(line) for line in DEMO_EVENTS.read_bytes().splitlines() if line.strip()])
+    StoreWrites(store).write([prepare(line) for line in DEMO_EVENTS.read_bytes().splitlines() if line.strip()])
     with serving(create_app(store, Settings(web_dir=str(dist)))) as url:
         yield url
     store.dispose()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    executable = chromium_executable()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1600, "height": 1000})
-    opened = context.new_page()
-    opened.set_default_timeout(PAGE_TIMEOUT_MS)
-    yield opened
-    context.close()
-
-
-def _open(page: Any, url: str, screenshot: str) -> str:
-    """Load `url`, let it settle, save a screenshot; the page's text."""
-    page.goto(url, wait_until="load")
-    page.wait_for_timeout(LAYOUT_SETTLE_MS)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{screenshot}.png"
-    page.screenshot(path=str(path), full_page=True)
-    print(f"screenshot: {path}")
-    return str(page.inner_text("body"))
 
 
 def _api(site: str, path: str, **params: Any) -> Any:
     response = httpx.get(f"{site}{path}", params=params, timeout=30)
     response.raise_for_status()
     return response.json()
-
-
-def _truncated(text: str, length: int) -> str:
-    """Marquez Web's truncateText."""
-    return text if len(text) <= length else text[:length] + "..."
-
-
-def _graph_groups(labels: list[str]) -> tuple[list[str], list[frozenset[str]]]:
-    """Node labels of a table-lineage graph: the JOB node names and each DATASET node's fields."""
-    jobs: list[str] = []
-    datasets: list[frozenset[str]] = []
-    for kind, name, *rest in _split_nodes(labels):
-        if kind == "JOB":
-            jobs.append(name)
-        else:
-            datasets.append(frozenset(label.removeprefix("- ") for label in rest))
-    return jobs, datasets
-
-
-def _split_nodes(labels: list[str]) -> list[list[str]]:
-    nodes: list[list[str]] = []
-    for label in labels:
-        if label in {"JOB", "DATASET"}:
-            nodes.append([label])
-        elif nodes and label and label != "Job":
-            nodes[-1].append(label)
-    return [node for node in nodes if len(node) >= 2]
 
 
 def _demo_dataset(site: str) -> dict[str, Any]:
@@ -121,9 +57,9 @@ def _demo_dataset(site: str) -> dict[str, Any]:
 def test_the_jobs_page_lists_every_job(site: str, page: Any) -> None:
     jobs = [job["name"] for job in _api(site, "/api/v1/jobs")["jobs"]]
     assert len(jobs) >= 5
-    _open(page, f"{site}/jobs", "jobs")
+    open_page(page, f"{site}/jobs", "jobs")
     rows = page.eval_on_selector_all("table tbody tr", "rows => rows.map(r => r.cells[0].innerText.trim())")
-    assert sorted(rows) == sorted(_truncated(name, JOB_NAME_CHARS) for name in jobs)
+    assert sorted(rows) == sorted(truncated(name, JOB_NAME_CHARS) for name in jobs)
 
 
 def test_the_table_lineage_page_draws_the_graph_the_api_gives(site: str, page: Any) -> None:
@@ -134,9 +70,9 @@ def test_the_table_lineage_page_draws_the_graph_the_api_gives(site: str, page: A
     api_datasets = [frozenset(f["name"] for f in node["data"]["fields"]) for node in graph if node["type"] == "DATASET"]
     assert len(api_jobs) >= 3 and len(api_datasets) >= 3
     url = f"{site}/lineage/dataset/file/{quote(dataset['name'], safe='')}?depth=20&isFull=true"
-    labels = _svg_labels(page, url, "table-lineage")
-    shown_jobs, shown_datasets = _graph_groups(labels)
-    assert sorted(shown_jobs) == sorted(_truncated(name, GRAPH_JOB_NAME_CHARS) for name in api_jobs)
+    labels = svg_labels(page, url, "table-lineage")
+    shown_jobs, shown_datasets = graph_groups(labels)
+    assert sorted(shown_jobs) == sorted(truncated(name, GRAPH_JOB_NAME_CHARS) for name in api_jobs)
     assert sorted(shown_datasets, key=sorted) == sorted(api_datasets, key=sorted)
 
 
@@ -146,18 +82,5 @@ def test_the_column_level_page_shows_the_fields_the_api_gives(site: str, page: A
     api_fields = {node["data"]["field"] for node in graph}
     assert {field["name"] for field in dataset["fields"]} <= api_fields
     url = f"{site}/datasets/column-level/file/{quote(dataset['name'], safe='')}?depth=20"
-    labels = set(_svg_labels(page, url, "column-level"))
+    labels = set(svg_labels(page, url, "column-level"))
     assert api_fields <= labels, f"fields not shown: {sorted(api_fields - labels)}"
-
-
-def _svg_labels(page: Any, url: str, screenshot: str) -> list[str]:
-    """The text labels of the page's graph (its largest SVG: not the minimap repeating it)."""
-    _open(page, url, screenshot)
-    labels: list[str] = page.evaluate(
-        """() => {
-            const area = svg => { const box = svg.getBoundingClientRect(); return box.width * box.height; };
-            const graph = [...document.querySelectorAll("svg")].sort((a, b) => area(b) - area(a))[0];
-            return graph ? [...graph.querySelectorAll("text")].map(n => n.textContent.trim()) : [];
-        }"""
-    )
-    return labels

@@ -16,10 +16,11 @@ from typing import Any
 import attrs
 from sqlalchemy import text
 
-from consumer.events import validate
-from consumer.ingest import Ingestor, SourceState
-from consumer.kafka_io import DeadLetters, EventSource
-from consumer.materialize import materialize
+from consumer.ingest.kafka_io import DeadLetters, EventSource
+from consumer.ingest.kafka_loop import Ingestor, SourceState
+from consumer.ingest.materialize import materialize
+from consumer.ingest.store_writes import StoreWrites
+from consumer.ingest.validate import validate
 from consumer.store import Store
 
 # Tansu makes a group's first join wait for the rebalance timeout: keep it short.
@@ -74,11 +75,11 @@ class ListDeadLetters:
 
 
 def write_events(store: Store, events: Iterable[dict[str, Any]]) -> int:
-    return store.write([materialize(validate(event)) for event in events])
+    return StoreWrites(store).write([materialize(validate(event)) for event in events])
 
 
 def ingest_all(
-    store: Store, bootstrap: str, topic: str, expected: int, *, group: str | None = None, max_records: int = 500
+    store: Store | StoreWrites, bootstrap: str, topic: str, expected: int, *, group: str | None = None, max_records: int = 500
 ) -> Ingestor:
     """Run one consumer-group member until `expected` records were handled (bounded wait)."""
     source = EventSource(bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}", max_records=max_records, **GROUP_TIMEOUTS)

@@ -20,12 +20,13 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from sqlalchemy import select
 
-from consumer.changes import PublishingStore, change_scope, changed_messages
 from consumer.cli import main as cli_main
-from consumer.fold import fold
-from consumer.kafka_io import ChangeMessages
-from consumer.prepare import prepare
-from consumer.store import open_store
+from consumer.ingest.change_publishing import ChangePublisher, change_scope, changed_messages
+from consumer.ingest.fold import fold
+from consumer.ingest.kafka_io import ChangeMessages
+from consumer.ingest.prepare import prepare
+from consumer.ingest.store_writes import StoreWrites
+from consumer.store import Store, open_store
 from consumer.store import schema as s
 from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, ingest_all, stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
@@ -81,7 +82,7 @@ def _implied_table_edges(events: list[bytes]) -> set[tuple[str, ...]]:
     return edges
 
 
-def _store_table_edges(store: PublishingStore) -> set[tuple[str, ...]]:
+def _store_table_edges(store: StoreWrites | Store) -> set[tuple[str, ...]]:
     job_ns, ds_ns = s.namespaces.alias("job_ns"), s.namespaces.alias("ds_ns")
     query = (
         select(job_ns.c.name, s.jobs.c.name, s.job_io.c.direction, ds_ns.c.name, s.datasets.c.name)
@@ -94,7 +95,7 @@ def _store_table_edges(store: PublishingStore) -> set[tuple[str, ...]]:
         return {tuple(row) for row in conn.execute(query)}
 
 
-def _count(store: PublishingStore, table: Any, *where: Any) -> int:
+def _count(store: StoreWrites, table: Any, *where: Any) -> int:
     with store.engine.connect() as conn:
         return len(conn.execute(select(table.c.id).where(*where)).all())
 
@@ -104,12 +105,12 @@ def publishing(store_url: str, kafka_bootstrap: str) -> Any:
     opened = open_store(store_url)
     changes_topic = unique_topic("changes")
     sink = ChangeMessages(kafka_bootstrap, changes_topic)
-    yield PublishingStore(opened.engine, sink), changes_topic
+    yield StoreWrites(opened, [ChangePublisher(opened.engine, sink)]), changes_topic
     sink.close()
     opened.dispose()
 
 
-def _ingest_all_cleanly(store: PublishingStore, bootstrap: str, topic: str, expected: int) -> None:
+def _ingest_all_cleanly(store: StoreWrites, bootstrap: str, topic: str, expected: int) -> None:
     ingestor = ingest_all(store, bootstrap, topic, expected, max_records=50)
     assert ingestor.stats.records == expected and ingestor.stats.dead_lettered == 0
 
@@ -249,7 +250,7 @@ def test_every_message_matches_its_schema_and_its_key(publishing: Any, kafka_boo
     assert {json.loads(record.value)["kind"] for record in records} == set(SCHEMAS)
     validators = {
         kind: jsonschema.Draft202012Validator(
-            json.loads((ROOT / "schemas" / name).read_text()), format_checker=jsonschema.FormatChecker()
+            json.loads((ROOT / "schemas" / "1-0-0" / name).read_text()), format_checker=jsonschema.FormatChecker()
         )
         for kind, name in SCHEMAS.items()
     }

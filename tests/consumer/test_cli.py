@@ -14,6 +14,7 @@ import uuid
 import httpx
 import pytest
 from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient
 
 from tests.consumer.helpers import dump, write_events
 from tests.support.broker import free_port, unique_topic
@@ -48,6 +49,32 @@ def test_missing_database_is_one_line_and_a_nonzero_exit():
 
 def test_missing_broker_is_one_line_and_a_nonzero_exit(sqlite_url):
     result = _consumer("ingest", "--bootstrap-servers", f"127.0.0.1:{free_port()}", env={"LINEAGE_STORE_URL": sqlite_url})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "no Kafka broker answers" in result.stderr
+
+
+def test_create_topics_makes_the_three_topics_once(kafka_bootstrap):
+    events, changes = unique_topic("created"), unique_topic("changes")
+    names = {"LINEAGE_TOPIC": events, "LINEAGE_DEAD_LETTER_TOPIC": f"{events}.dlq", "LINEAGE_CHANGES_TOPIC": changes}
+    first = _consumer("create-topics", "--bootstrap-servers", kafka_bootstrap, "--partitions", "3", env=names)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.splitlines() == [
+        f"created {events} (3 partitions)",
+        f"created {events}.dlq (3 partitions)",
+        f"created {changes} (3 partitions, cleanup.policy=compact)",
+    ]
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    try:
+        assert [len(topic["partitions"]) for topic in admin.describe_topics([events, f"{events}.dlq", changes])] == [3, 3, 3]
+    finally:
+        admin.close()
+    again = _consumer("create-topics", "--bootstrap-servers", kafka_bootstrap, "--partitions", "6", env=names)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[0] == f"exists  {events} (3 partitions, left as it is)"
+
+
+def test_create_topics_without_a_broker_is_one_line_and_a_nonzero_exit():
+    result = _consumer("create-topics", "--bootstrap-servers", f"127.0.0.1:{free_port()}")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "no Kafka broker answers" in result.stderr
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from consumer.events import DATASET_EVENT, JOB_EVENT, RUN_EVENT, InvalidEvent, parse_time, validate
-from consumer.materialize import materialize
+from consumer.ingest.materialize import materialize
+from consumer.ingest.validate import DATASET_EVENT, JOB_EVENT, RUN_EVENT, InvalidEvent, parse_time, validate
 from tests.support.events import BASE_TIME, run_event, table, with_column_lineage
 
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumer.api import create_app
-from consumer.events import MAX_DEPTH, InvalidEvent, decode, nesting_exceeds
+from consumer.ingest.validate import MAX_DEPTH, InvalidEvent, decode, nesting_exceeds
 from tests.support.events import batch_write, table
 
 

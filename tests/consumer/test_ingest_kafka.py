@@ -11,8 +11,8 @@ import pytest
 from kafka import KafkaProducer
 from sqlalchemy import text
 
-from consumer.ingest import OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER, Ingestor
-from consumer.kafka_io import DeadLetters, EventSource
+from consumer.ingest.kafka_io import DeadLetters, EventSource
+from consumer.ingest.kafka_loop import OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER, Ingestor
 from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, dump, ingest_all
 from tests.support.broker import read_topic, unique_topic
 from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage

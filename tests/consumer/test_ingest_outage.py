@@ -12,7 +12,8 @@ import attrs
 import pytest
 from sqlalchemy import create_engine, text
 
-from consumer.ingest import Ingestor
+from consumer.ingest.kafka_loop import Ingestor
+from consumer.ingest.store_writes import StoreWrites
 from consumer.store import open_store
 from tests.consumer.helpers import ListDeadLetters, ListSource, Record
 from tests.support.databases import POSTGRES_ADMIN_URL
@@ -78,25 +79,21 @@ def test_the_ingest_loop_sweeps_stale_finished_jobs(sqlite_store):
 
 
 @attrs.define
-class SlowStore:
-    """The real store, with each transaction held open a little longer and watched."""
+class SlowWrites:
+    """A write hook holding each transaction open a little longer, and counting them."""
 
-    store: object
     writes: int = 0
 
-    def write_folded(self, folded, events):  # type: ignore[no-untyped-def]
+    def __call__(self, write, proceed):  # type: ignore[no-untyped-def]
         time.sleep(0.2)
-        stored = self.store.write_folded(folded, events)  # type: ignore[attr-defined]
+        stored = proceed()
         self.writes += 1
         return stored
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(self.store, name)
 
 
 def test_the_next_batch_is_prepared_while_the_previous_one_is_stored_and_commits_follow_the_stores(sqlite_store):
     events = [e for i in range(5) for e in batch_write(f"job{i}", [table("raw", "a", ["x"])], table("mart", f"t{i}", ["x"]))]
-    slow = SlowStore(sqlite_store)
+    slow = SlowWrites()
     writes_done_at_poll: list[int] = []
     commits: list[tuple[int, int]] = []  # (next offset committed, raw events stored by then)
 
@@ -112,7 +109,7 @@ def test_the_next_batch_is_prepared_while_the_previous_one_is_stored_and_commits
             return super().commit(next_offsets)
 
     source = WatchedSource([Record("events", 0, offset, json.dumps(e).encode()) for offset, e in enumerate(events)])
-    ingestor = Ingestor(slow, source, ListDeadLetters())  # type: ignore[arg-type]
+    ingestor = Ingestor(StoreWrites(sqlite_store, [slow]), source, ListDeadLetters())  # type: ignore[arg-type]
     while ingestor.stats.records < len(events):
         ingestor.run_once()
     ingestor.close()

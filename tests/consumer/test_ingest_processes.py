@@ -22,8 +22,8 @@ from kafka import KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 
-from consumer.ingest import ORIGINAL_SIZE_HEADER, REASON_CLASS_HEADER, REASON_HEADER, TRUNCATED_HEADER
-from consumer.kafka_io import DEAD_LETTER_VALUE_BYTES
+from consumer.ingest.kafka_io import DEAD_LETTER_VALUE_BYTES
+from consumer.ingest.kafka_loop import ORIGINAL_SIZE_HEADER, REASON_CLASS_HEADER, REASON_HEADER, TRUNCATED_HEADER
 from consumer.store import open_store
 from tests.consumer.helpers import dump, metric_value, stop_process, write_events
 from tests.support.broker import free_port, read_topic, unique_topic
@@ -228,7 +228,9 @@ def test_large_and_invalid_records_are_dead_lettered_under_ingest(sqlite_url, ka
         store.dispose()
     assert process.returncode == 0, log[-3000:]
     lines = [json.loads(line) for line in log.splitlines()]  # one JSON object per line
-    warnings = [line["message"] for line in lines if line["level"] == "WARNING" and line["logger"] == "consumer.ingest"]
+    warnings = [
+        line["message"] for line in lines if line["level"] == "WARNING" and line["logger"] == "consumer.ingest.kafka_loop"
+    ]
     assert len(warnings) == 2 and "run.runId" in warnings[0] and "too large: 314" in warnings[1]
 
 

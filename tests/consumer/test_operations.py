@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
 from consumer.api import create_app
-from consumer.ingest import SourceState, StoredBatch
+from consumer.ingest.kafka_loop import SourceState, StoredBatch
 from consumer.observability import JsonLogFormatter, Observability
 from consumer.store import Store
 from tests.consumer.helpers import metric_value
@@ -137,13 +137,13 @@ def test_a_streamed_body_is_not_read_past_the_limit(sqlite_store):
 
 
 def test_json_log_lines_are_one_object_each():
-    record = logging.LogRecord("consumer.ingest", logging.WARNING, __file__, 1, "dead-lettering %s", ("t[0]@3",), None)
+    record = logging.LogRecord("consumer.ingest.kafka_loop", logging.WARNING, __file__, 1, "dead-lettering %s", ("t[0]@3",), None)
     line = JsonLogFormatter().format(record)
     assert "\n" not in line
     assert json.loads(line) | {"time": "-"} == {
         "time": "-",
         "level": "WARNING",
-        "logger": "consumer.ingest",
+        "logger": "consumer.ingest.kafka_loop",
         "message": "dead-lettering t[0]@3",
         "thread": record.threadName,
     }

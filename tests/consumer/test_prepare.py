@@ -1,4 +1,4 @@
-"""Preparing batches (consumer.prepare): in a worker process exactly as in this one, a worker that
+"""Preparing batches (consumer.ingest.prepare): in a worker process exactly as in this one, a worker that
 dies is replaced without losing its batch, and one whose parent dies ends too."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-import consumer.prepare
-from consumer.fold import fold
-from consumer.ingest import Ingestor
-from consumer.prepare import INVALID, TOO_LARGE, Preparer, prepare, prepare_batch
+import consumer.ingest.prepare
+from consumer.ingest.fold import fold
+from consumer.ingest.kafka_loop import Ingestor
+from consumer.ingest.prepare import INVALID, TOO_LARGE, Preparer, prepare, prepare_batch
+from consumer.ingest.store_writes import StoreWrites
 from tests.consumer.helpers import ListDeadLetters, ListSource, Record, dump, write_events
 from tests.support.events import BASE_TIME, batch_write, table, with_column_lineage
 from tests.support.paths import PROJECT_ROOT
@@ -79,7 +80,7 @@ def test_a_worker_that_dies_is_replaced_and_its_batch_prepared_here(caplog):
 def test_the_worker_ends_with_the_process_it_prepares_for():
     probe = (
         "import os, signal, sys, json\n"
-        "from consumer.prepare import Preparer\n"
+        "from consumer.ingest.prepare import Preparer\n"
         "preparer = Preparer(None, in_worker=True)\n"
         "preparer.submit([b'{}'])()\n"
         "print(preparer._worker.process.pid, flush=True)\n"
@@ -103,7 +104,7 @@ def _state(pid: int) -> str:
 def test_a_batch_partly_stored_already_stores_the_rest_once(sqlite_store):
     events = _events(10)
     values = _values(events)
-    sqlite_store.write([prepare(value) for value in values[::3]])  # as Kafka delivered them: same bytes, same hash
+    StoreWrites(sqlite_store).write([prepare(value) for value in values[::3]])  # as Kafka delivered them: same bytes, same hash
     records = [Record("events", 0, offset, value) for offset, value in enumerate(values)]
     source = ListSource(records)
     ingestor = Ingestor(sqlite_store, source, ListDeadLetters(), preparer=Preparer(None, in_worker=True))  # type: ignore[arg-type]
@@ -128,7 +129,7 @@ def test_the_store_depends_only_on_the_events_however_they_were_prepared(store):
         for start in range(0, len(events), 5):
             prepared = preparer.submit(_values(events[start : start + 5]))()
             assert prepared.folded is not None
-            store.write_folded(prepared.folded, lambda: pytest.fail("nothing of the batch was stored before"))
+            StoreWrites(store).write_folded(prepared.folded, lambda: pytest.fail("nothing of the batch was stored before"))
     finally:
         preparer.close()
     assert dump(store) == expected
@@ -138,7 +139,7 @@ def test_a_batch_that_cannot_be_folded_is_stored_event_by_event(sqlite_store, mo
     def broken_fold(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("a bug in folding")
 
-    monkeypatch.setattr(consumer.prepare, "fold", broken_fold)
+    monkeypatch.setattr(consumer.ingest.prepare, "fold", broken_fold)
     events = _events(3)
     records = [Record("events", 0, offset, value) for offset, value in enumerate(_values(events))]
     ingestor = Ingestor(sqlite_store, ListSource(records), ListDeadLetters(), preparer=Preparer(None, in_worker=False))  # type: ignore[arg-type]

@@ -233,18 +233,20 @@ def test_rebuild_from_raw_events_reproduces_the_stores(store):
     assert dump(store)["job_io"] == []
     import json
 
-    from consumer.events import validate
-    from consumer.materialize import materialize
+    from consumer.ingest.fold import fold
+    from consumer.ingest.materialize import materialize
+    from consumer.ingest.validate import validate
 
     for chunk in store.raw_payloads(chunk_size=3):
-        store.rebuild([materialize(validate(json.loads(payload))) for payload in chunk])
+        store.rebuild(fold([materialize(validate(json.loads(payload))) for payload in chunk], by_hash=False))
 
     assert dump(store) == before
 
 
 def test_an_event_the_database_rejects_is_isolated_and_the_rest_stored(postgres_store):
-    from consumer.ingest import write_isolating
-    from consumer.prepare import prepare
+    from consumer.ingest.kafka_loop import write_isolating
+    from consumer.ingest.prepare import prepare
+    from consumer.ingest.store_writes import StoreWrites
 
     good_a = batch_write("job_a", [table("raw", "a", ["x"])], table("mart", "a", ["x"]))
     too_long = batch_write("j" * 2000, [table("raw", "b", ["x"])], table("mart", "b", ["x"]))[0]
@@ -255,7 +257,7 @@ def test_an_event_the_database_rejects_is_isolated_and_the_rest_stored(postgres_
     items = [(f"a{i}", prepare(event)) for i, event in enumerate(good_a)]
     items += [("bad", prepare(too_long)), ("bad snapshot", prepare(long_snapshot_id))]
 
-    stored, failed = write_isolating(postgres_store, items)
+    stored, failed = write_isolating(StoreWrites(postgres_store), items)
 
     assert stored == 2
     assert [tag for tag, _ in failed] == ["bad", "bad snapshot"]

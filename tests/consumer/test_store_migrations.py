@@ -155,7 +155,7 @@ def test_the_read_side_loads_nothing_of_the_write_side():
 
     probe = (
         "import sys, consumer.query.marquez, consumer.query.lineage_store; "
-        "print(sorted(m for m in ('consumer.store.writer', 'consumer.materialize', 'consumer.events') if m in sys.modules))"
+        "print(sorted(m for m in ('consumer.store.writer', 'consumer.ingest.materialize', 'consumer.ingest.validate') if m in sys.modules))"
     )
     result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"

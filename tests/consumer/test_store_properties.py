@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from consumer.events import validate
-from consumer.materialize import materialize
+from consumer.ingest.materialize import materialize
+from consumer.ingest.store_writes import StoreWrites
+from consumer.ingest.validate import validate
 from consumer.store import open_store
 from consumer.store import schema as s
 from consumer.store.store import DERIVED_TABLES, Store
@@ -116,7 +117,7 @@ def _scenario(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str
 
 
 def _write(store: Store, events: list[dict[str, Any]]) -> None:
-    store.write([materialize(validate(event)) for event in events])
+    StoreWrites(store).write([materialize(validate(event)) for event in events])
 
 
 def _write_by(stores: list[Store], batches: list[list[dict[str, Any]]]) -> None:

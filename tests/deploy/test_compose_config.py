@@ -55,6 +55,15 @@ def test_public_file_uses_public_images_and_our_dockerfiles(public: dict) -> Non
     assert not any(service.get("network_mode") == "host" for service in services.values())
 
 
+def test_public_kafka_is_reachable_from_the_containers_and_from_the_host(public: dict) -> None:
+    kafka = public["services"]["kafka"]
+    advertised = dict(listener.split("://") for listener in kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    assert advertised["PLAINTEXT"] == "kafka:9092"
+    host_port = advertised["HOST"].rsplit(":", 1)[1]
+    container_port = kafka["environment"]["KAFKA_LISTENERS"].split("HOST://:")[1].split(",")[0]
+    assert [(str(port["published"]), str(port["target"])) for port in kafka["ports"]] == [(host_port, container_port)]
+
+
 def test_local_variant_uses_host_networking_and_local_images_only(local: dict) -> None:
     script = (ROOT / "deploy" / "local-images.sh").read_text()
     for name, service in local["services"].items():

@@ -95,7 +95,7 @@ def test_a_batch_capture_becomes_start_and_complete_with_lineage_and_snapshots()
     [output] = complete["outputs"]
     assert output["facets"]["snapshot"] == {
         "_producer": output["facets"]["snapshot"]["_producer"],
-        "_schemaURL": "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet",
+        "_schemaURL": "https://raw.githubusercontent.com/spark-lineage/spark-lineage/main/schemas/1-0-0/SnapshotDatasetFacet.json#/$defs/SnapshotDatasetFacet",
         "snapshotId": "out-1",
         "kind": "content",
         "partitions": [{"dt": "2026-01-01"}],

@@ -14,8 +14,9 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from consumer.events import validate
-from consumer.materialize import materialize
+from consumer.ingest.materialize import materialize
+from consumer.ingest.store_writes import StoreWrites
+from consumer.ingest.validate import validate
 from tests.support.events import BASE_TIME, batch_write, table, transformation, with_column_lineage
 
 SRC, BRONZE, SILVER, GOLD, DIM = "/lake/src", "/lake/bronze", "/lake/silver", "/lake/gold", "/lake/dim"
@@ -92,4 +93,4 @@ def events() -> list[dict[str, Any]]:
 
 
 def ingest(store: Any, batch: list[dict[str, Any]]) -> None:
-    store.write([materialize(validate(event)) for event in batch])
+    StoreWrites(store).write([materialize(validate(event)) for event in batch])

@@ -12,8 +12,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import text
 
+from consumer.ingest.fold import fold
+from consumer.ingest.prepare import prepare
 from consumer.partitions import parse_partition, partition_name, partition_names
-from consumer.prepare import prepare
 from consumer.query import lineage_store as ls
 from consumer.query.cli import main
 from consumer.query.errors import BadParameter, NotFound
@@ -259,7 +260,7 @@ def test_replay_rebuilds_and_deleting_a_jobs_data_lineage_removes_its_partitions
     assert dump(daily_store)["partition_lineage"] == []
     payloads = [payload for chunk in daily_store.raw_payloads() for payload in chunk]
     for start in range(0, len(payloads), 5):  # replayed in event-time order, in other batches than written
-        daily_store.rebuild([prepare(payload) for payload in payloads[start : start + 5]])
+        daily_store.rebuild(fold([prepare(payload) for payload in payloads[start : start + 5]], by_hash=False))
     daily_store.restore_tags(saved)
     assert dump(daily_store) == before
     removed = daily_store.delete_data_lineage("etl.aggregate")

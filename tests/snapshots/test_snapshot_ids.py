@@ -162,7 +162,7 @@ def test_unknown_snapshot_gives_no_facets() -> None:
 )
 def test_facet_classes_are_the_schemas_in_schemas_dir(facet_class: Any, schema_file: str) -> None:
     """One definition: the class's fields, required ones and `_schemaURL` are the schema's."""
-    schema = json.loads((PROJECT_ROOT / "schemas" / schema_file).read_text())
+    schema = json.loads((PROJECT_ROOT / "schemas" / "1-0-0" / schema_file).read_text())
     name = schema_file.removesuffix(".json")
     body = schema["$defs"][name]["allOf"][1]
     fields = {f.name: f for f in attrs.fields(facet_class) if not f.name.startswith("_")}

@@ -7,12 +7,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from importlib import metadata
 from typing import Any
 
-PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/0.1.0/emitter"
+PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/main/emitter"
 CORE_SCHEMA = "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent"
 FACETS = "https://openlineage.io/spec/facets"
-CUSTOM = "https://github.com/spark-lineage/spark-lineage/schemas/1-0-0"
+CUSTOM = "https://raw.githubusercontent.com/spark-lineage/spark-lineage/main/schemas/1-0-0"
 WAREHOUSE = "/tmp/warehouse"
 BASE_TIME = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -112,7 +113,7 @@ def run_event(
             f"{FACETS}/1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
             version="4.0.0",
             name="spark",
-            openlineageAdapterVersion="0.1.0",
+            openlineageAdapterVersion=metadata.version("spark-lineage"),
         ),
     }
     if parent_run_id:

@@ -15,7 +15,7 @@ from referencing import Registry, Resource
 from tests.support.paths import OPENLINEAGE_SPEC_DIR, PROJECT_ROOT
 
 SPEC_DIR = OPENLINEAGE_SPEC_DIR
-CUSTOM_SCHEMAS_DIR = PROJECT_ROOT / "schemas"
+CUSTOM_SCHEMAS_DIR = PROJECT_ROOT / "schemas" / "1-0-0"
 
 
 def _load_resources() -> dict[str, dict[str, Any]]:

@@ -2,7 +2,7 @@
 batch -> offsets committed. At-least-once delivery made exactly-once in effect by idempotent writes.
 
 Batches are pipelined: while batch k is in its store transaction (on the store thread), batch
-k+1 is polled and prepared (decoded, validated, materialized and folded: consumer.prepare, in a
+k+1 is polled and prepared (decoded, validated, materialized and folded: consumer.ingest.prepare, in a
 worker process unless told otherwise); never more than one batch ahead. Offsets are committed in
 poll order, each only after the transaction holding its records committed.
 
@@ -23,10 +23,11 @@ from typing import Any, Protocol
 import attrs
 from sqlalchemy.exc import DBAPIError, DisconnectionError, IntegrityError, InterfaceError, OperationalError
 
-from consumer.fold import Folded
-from consumer.materialize import EventRows
-from consumer.prepare import STORE_REJECTED, Prepared, Preparer, good_events
+from consumer.ingest.materialize import EventRows
+from consumer.ingest.prepare import STORE_REJECTED, Prepared, Preparer, good_events
+from consumer.ingest.store_writes import StoredBatch, StoreWrites, batch_observer
 from consumer.store import Store
+from consumer.store.rows import Folded
 
 log = logging.getLogger(__name__)
 
@@ -78,16 +79,6 @@ class DeadLetterSink(Protocol):
 
     def send(self, value: bytes | None, headers: Sequence[tuple[str, bytes]], key: bytes | None = None) -> None: ...
     def flush(self, timeout_seconds: float = ...) -> None: ...
-
-
-@attrs.frozen
-class StoredBatch:
-    """One committed store transaction: how many events it held (re-read duplicates included), how
-    many were new, and how long it took."""
-
-    events: int
-    new_events: int
-    seconds: float
 
 
 class IngestMetrics(Protocol):
@@ -144,7 +135,7 @@ class PolledBatch:
         return list(zip(good, self.events(), strict=True))
 
 
-class Writer(Protocol):
+class Writer(Protocol):  # consumer.ingest.store_writes.StoreWrites
     def write(self, batch: Sequence[EventRows]) -> int: ...
     def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int: ...
 
@@ -207,38 +198,13 @@ def write_isolating(
     return stored_left + stored_right, failed_left + failed_right
 
 
-class ObservedStore:
-    """`Store.write` that tells the metrics and every `after_store` callback about each transaction
-    that committed: the one place where "batch committed to the store" happens."""
-
-    def __init__(self, store: Store, metrics: IngestMetrics, after_store: Sequence[Callable[[StoredBatch], None]] = ()) -> None:
-        self.store = store
-        self.metrics = metrics
-        self.after_store = tuple(after_store)
-
-    def write(self, batch: Sequence[EventRows]) -> int:
-        return self._observed(len(batch), lambda: self.store.write(batch))
-
-    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
-        return self._observed(folded.events, lambda: self.store.write_folded(folded, events))
-
-    def _observed(self, events: int, write: Callable[[], int]) -> int:
-        started = time.perf_counter()
-        new_events = write()
-        stored = StoredBatch(events, new_events, time.perf_counter() - started)
-        self.metrics.batch_stored(stored)
-        for callback in self.after_store:
-            callback(stored)
-        return new_events
-
-
 class Ingestor:
     """One consumer-group member's loop: poll, prepare, store (one batch in flight on the store
     thread), dead-letter, commit."""
 
     def __init__(
         self,
-        store: Store,
+        store: Store | StoreWrites,
         source: Source,
         dead_letters: DeadLetterSink,
         *,
@@ -248,10 +214,9 @@ class Ingestor:
         retry_backoff_seconds: float = 5.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         metrics: IngestMetrics | None = None,
-        after_store: Sequence[Callable[[StoredBatch], None]] = (),
         preparer: Preparer | None = None,
     ) -> None:
-        self.store = store
+        writes = store if isinstance(store, StoreWrites) else StoreWrites(store)
         self.source = source
         self.dead_letters = dead_letters
         self.poll_timeout_ms = poll_timeout_ms
@@ -261,7 +226,8 @@ class Ingestor:
         self.max_event_bytes = max_event_bytes
         self.metrics = metrics or NoMetrics()
         self.preparer = preparer or Preparer(max_event_bytes)
-        self.writer = ObservedStore(store, self.metrics, after_store)
+        # every committed batch reaches the metrics, inside the other hooks (their work is not timed)
+        self.writes = writes.with_hooks(batch_observer(self.metrics.batch_stored))
         self.stats = IngestStats()
         self._last_sweep = 0.0
         self._store_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
@@ -288,7 +254,7 @@ class Ingestor:
         if self._to_reread:
             self._reread(list(batch.records) if batch else [])
         elif batch is not None:
-            self._in_flight = (batch, self._store_thread.submit(store_polled, self.writer, batch))
+            self._in_flight = (batch, self._store_thread.submit(store_polled, self.writes, batch))
         self.metrics.source_state(self.source.state())
         self._maybe_sweep()
         return len(records)
@@ -366,7 +332,7 @@ class Ingestor:
             return
         self._last_sweep = time.monotonic()
         try:
-            retired = self._store_thread.submit(self.store.retire_stale_jobs, self.retire_after).result()
+            retired = self._store_thread.submit(self.writes.retire_stale_jobs, self.retire_after).result()
         except DBAPIError as error:
             log.error("store unavailable, stale jobs not retired this time: %s", str(error.orig or error).splitlines()[0])
             return

@@ -3,7 +3,7 @@ Nothing here touches a database: the store resolves natural keys to ids.
 
 Facets are kept as encoded members (facet name -> that facet's JSON, `json_codec.encode_members`):
 the store only merges them key by key and writes them out, and rows of this shape cross a
-process boundary cheaply (consumer.prepare). The rows are NamedTuples for the same reason, and
+process boundary cheaply (consumer.ingest.prepare). The rows are NamedTuples for the same reason, and
 because a batch builds thousands of them."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from consumer import json_codec
-from consumer.events import DATASET_EVENT, JOB_EVENT, ValidEvent, parse_time
+from consumer.ingest.validate import DATASET_EVENT, JOB_EVENT, ValidEvent, parse_time
 from consumer.partitions import partition_names
+from consumer.store.rows import DatasetKey, Facets, RawEvent
 
-TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "ABORTED"})
 _STATE_BY_EVENT_TYPE = {
     "START": "RUNNING",
     "RUNNING": "RUNNING",
@@ -27,22 +27,6 @@ _STATE_BY_EVENT_TYPE = {
     "ABORT": "ABORTED",
     "OTHER": "NEW",
 }
-STATE_RANK = {"NEW": 0, "RUNNING": 1, "COMPLETED": 2, "FAILED": 2, "ABORTED": 2}
-
-DatasetKey = tuple[str, str]  # (namespace, name)
-# Facet name -> the facet's JSON (json_codec.NULL for a null facet).
-Facets = Mapping[str, bytes]
-
-
-class RawEvent(NamedTuple):
-    content_hash: str
-    kind: str
-    event_type: str | None
-    event_time: datetime
-    run_uuid: str | None
-    job_namespace: str | None
-    job_name: str | None
-    payload: str
 
 
 class FieldRow(NamedTuple):

@@ -1,6 +1,6 @@
 """Reads for the lineage-changes topic: the current state of given table-lineage edges, column-
 lineage edges, snapshot lineage and runs, each as the JSON-ready message a subscriber receives
-(consumer.changes diffs two such readings around a store transaction)."""
+(consumer.ingest.change_publishing diffs two such readings around a store transaction)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import attrs
 from sqlalchemy import Connection, Engine, select
 
-from consumer.materialize import TERMINAL_STATES
 from consumer.store import schema as s
+from consumer.store.rows import TERMINAL_STATES
 
 JobKey = tuple[str, str]  # (namespace, name)
 DatasetKey = tuple[str, str]

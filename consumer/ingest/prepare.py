@@ -1,5 +1,5 @@
 """Preparing a polled batch for its store transaction: each record decoded, validated and
-materialized, then the batch folded into its rows by natural key (consumer.fold). All of it is
+materialized, then the batch folded into its rows by natural key (consumer.ingest.fold). All of it is
 pure, so it runs in this process or in a worker process.
 
 Ingestion prepares batch k+1 while batch k is in its store transaction. Both are Python, and
@@ -21,9 +21,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from consumer.events import InvalidEvent, decode, validate
-from consumer.fold import Folded, fold
-from consumer.materialize import EventRows, materialize
+from consumer.ingest.fold import Folded, fold
+from consumer.ingest.materialize import EventRows, materialize
+from consumer.ingest.validate import InvalidEvent, decode, validate
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ def good_events(values: Sequence[bytes | str | None], prepared: Prepared) -> lis
 
 class Preparer:
     """Prepares batches in this process (`in_worker=False`) or in a worker process (the default
-    where there is a second CPU): `python -m consumer.prepare`, started on the first batch, fed
+    where there is a second CPU): `python -m consumer.ingest.prepare`, started on the first batch, fed
     over a pipe. A worker that dies is replaced, and the batch it held is prepared here; a worker
     whose parent dies reads the end of its pipe and exits."""
 
@@ -167,17 +167,17 @@ class Preparer:
 
 
 class _Worker:
-    """A `python -m consumer.prepare` process: requests in on one pipe, prepared batches out on
+    """A `python -m consumer.ingest.prepare` process: requests in on one pipe, prepared batches out on
     another (pickled), one at a time."""
 
     def __init__(self) -> None:
         requests_read, requests_write = os.pipe()
         answers_read, answers_write = os.pipe()
         # The worker imports this very package, however this process found it.
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "consumer.prepare", str(requests_read), str(answers_write)],
+            [sys.executable, "-m", "consumer.ingest.prepare", str(requests_read), str(answers_write)],
             pass_fds=(requests_read, answers_write),
             stdin=subprocess.DEVNULL,
             env=environment,
@@ -230,7 +230,7 @@ def serve_requests(requests_fd: int, answers_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    # This module again under its own name, so that what the worker pickles names consumer.prepare.
-    from consumer.prepare import serve_requests as serve
+    # This module again under its own name, so that what the worker pickles names consumer.ingest.prepare.
+    from consumer.ingest.prepare import serve_requests as serve
 
     serve(int(sys.argv[1]), int(sys.argv[2]))

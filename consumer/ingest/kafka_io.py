@@ -12,7 +12,7 @@ from kafka.errors import CommitFailedError, KafkaError, KafkaTimeoutError, Messa
 from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from consumer.ingest import SourceState
+from consumer.ingest.kafka_loop import SourceState
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ class DeadLetters:
 
 
 class ChangeMessages:
-    """Produces keyed lineage-change messages (consumer.changes) to the changes topic; `flush`
+    """Produces keyed lineage-change messages (consumer.ingest.change_publishing) to the changes topic; `flush`
     raises BrokerUnavailable when they could not all be written."""
 
     def __init__(self, bootstrap_servers: str, topic: str, bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
@@ -237,3 +237,40 @@ class ChangeMessages:
 
     def close(self) -> None:
         self._producer.close(timeout=10)
+
+
+@attrs.frozen
+class TopicSpec:
+    name: str
+    partitions: int
+    compacted: bool = False  # cleanup.policy=compact: the latest message per key is kept
+
+
+def create_topics(
+    bootstrap_servers: str, topics: Sequence[TopicSpec], replication_factor: int, bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS
+) -> list[str]:
+    """Create each topic that does not exist yet; one line per topic saying what was done (an
+    existing topic is left as it is: its partition count is reported, never changed)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers.split(","), bootstrap_timeout_ms=bootstrap_timeout_ms)
+    except KafkaError:
+        raise BrokerUnavailable(f"no Kafka broker answers at {bootstrap_servers}") from None
+    lines: list[str] = []
+    try:
+        for topic in topics:
+            configs = {"cleanup.policy": "compact"} if topic.compacted else {}
+            policy = f", cleanup.policy={configs['cleanup.policy']}" if configs else ""
+            try:
+                admin.create_topics([NewTopic(topic.name, topic.partitions, replication_factor, topic_configs=configs)])
+                lines.append(f"created {topic.name} ({topic.partitions} partitions{policy})")
+            except TopicAlreadyExistsError:
+                (described,) = admin.describe_topics([topic.name])
+                lines.append(f"exists  {topic.name} ({len(described['partitions'])} partitions, left as it is)")
+            except KafkaError as error:
+                raise BrokerUnavailable(f"could not create topic {topic.name}: {error}") from None
+    finally:
+        admin.close()
+    return lines

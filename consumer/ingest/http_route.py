@@ -11,8 +11,9 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.concurrency import run_in_threadpool
 
-from consumer.events import InvalidEvent, decode
-from consumer.prepare import prepare
+from consumer.ingest.prepare import prepare
+from consumer.ingest.store_writes import StoreWrites
+from consumer.ingest.validate import InvalidEvent, decode
 
 router = APIRouter(prefix="/api/v1")
 
@@ -61,9 +62,10 @@ async def ingest_lineage(request: Request) -> Response:
         except InvalidEvent as error:
             where = f"event [{index}] " if isinstance(decoded, list) else ""
             return _bad_request(f"{where}{error}")
-    store = request.app.state.store
+    store = request.app.state.store  # the app's StoreWrites (with its hooks), or a bare Store
+    writes = store if isinstance(store, StoreWrites) else StoreWrites(store)
     try:
-        stored = await run_in_threadpool(store.write, prepared)
+        stored = await run_in_threadpool(writes.write, prepared)
     except DBAPIError as error:
         cause = str(error.orig or error).splitlines()[0]
         if isinstance(error, (OperationalError, InterfaceError)) or error.connection_invalidated:

@@ -1,6 +1,6 @@
 """Lineage changes for Kafka subscribers (`--changes-topic`): after each store transaction
 commits, one JSON message per table-lineage edge added or retired, column-lineage edge added or
-changed, snapshot lineage recorded and run finished (schemas/LineageChange*.json).
+changed, snapshot lineage recorded and run finished (schemas/1-0-0/LineageChange*.json).
 
 A message carries what is true after the change (an edge's whole state, `state: retired` once
 it is gone), keyed by the thing's identity, so a log-compacted topic holds the current lineage
@@ -8,24 +8,21 @@ and a reader applying a message twice ends where it did once. Only the store tra
 ingestion and of retirement publish; a replay (`rebuild`) does not, unless asked
 (`replay --republish-changes` publishes the whole rebuilt lineage).
 
-`change_scope` (pure) says which keys a batch may touch; `PublishingStore` reads their state
+`change_scope` (pure) says which keys a batch may touch; `ChangePublisher` reads their state
 before and after the write and publishes the difference."""
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Engine
 
-from consumer.fold import Folded
-from consumer.kafka_io import BrokerUnavailable
-from consumer.materialize import EventRows
-from consumer.store import Store
-from consumer.store.changes import (
+from consumer.ingest.kafka_io import BrokerUnavailable
+from consumer.ingest.store_writes import RETIRE, StoreWrite
+from consumer.store.lineage_state import (
     COLUMN_EDGE,
     RETIRED,
     TABLE_EDGE,
@@ -36,8 +33,11 @@ from consumer.store.changes import (
     lineage_state,
     stale_job_keys,
 )
+from consumer.store.rows import Folded
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 RETIRABLE = frozenset({TABLE_EDGE, COLUMN_EDGE})
 
@@ -74,37 +74,31 @@ def encode(key: StateKey, message: Mapping[str, Any]) -> tuple[bytes, bytes]:
     )
 
 
-class PublishingStore(Store):
-    """A store whose ingestion and retirement transactions publish their lineage changes once
-    committed. Messages that cannot be sent are kept and sent before the next ones."""
+class ChangePublisher:
+    """The write hook (consumer.ingest.store_writes) that publishes what each ingestion, retirement
+    and deletion transaction changed, once it committed: the state of the keys it may touch is read
+    before and after it. Messages that cannot be sent are kept and sent before the next ones."""
 
     def __init__(self, engine: Engine, sink: ChangeSink) -> None:
-        super().__init__(engine)
+        self.engine = engine
         self.sink = sink
         self._pending: list[tuple[bytes, bytes]] = []
 
-    def write_folded(self, folded: Folded, events: Callable[[], Sequence[EventRows]]) -> int:
-        scope = change_scope(folded)
+    def __call__(self, write: StoreWrite, proceed: Callable[[], T]) -> T:
+        scope = self._scope(write)
         before = lineage_state(self.engine, scope)
-        stored = super().write_folded(folded, events)
-        self._publish(before, lineage_state(self.engine, scope))
-        return stored
-
-    def retire_stale_jobs(self, retire_after: timedelta, now: datetime | None = None) -> list[str]:
-        now = now or datetime.now(timezone.utc)
-        scope = ChangeScope(jobs=stale_job_keys(self.engine, now - retire_after))
-        before = lineage_state(self.engine, scope)
-        retired = super().retire_stale_jobs(retire_after, now)
-        if retired:
+        outcome = proceed()
+        if write.kind != RETIRE or outcome:
             self._publish(before, lineage_state(self.engine, scope))
-        return retired
+        return outcome
 
-    def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
-        scope = ChangeScope(jobs=jobs_named(self.engine, job_name, namespace))
-        before = lineage_state(self.engine, scope)
-        removed = super().delete_table_lineage(job_name, namespace)
-        self._publish(before, lineage_state(self.engine, scope))
-        return removed
+    def _scope(self, write: StoreWrite) -> ChangeScope:
+        if write.folded is not None:
+            return change_scope(write.folded)
+        if write.cutoff is not None:
+            return ChangeScope(jobs=stale_job_keys(self.engine, write.cutoff))
+        assert write.job is not None
+        return ChangeScope(jobs=jobs_named(self.engine, *write.job))
 
     def publish_everything(self) -> int:
         """Publish the current state of every edge, snapshot and finished run (after a replay,

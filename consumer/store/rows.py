@@ -1,0 +1,187 @@
+"""What a store write takes: one batch of events as plain rows by natural key (`Folded`, built by
+the write side's fold, in this process or another), and the rules under which those rows merge
+into what the store holds. The store imports nothing of the write side: this module is the
+contract between them.
+
+The rules: `created_at`/`first_seen` are the earliest event time, `updated_at`/`last_seen` the
+latest; values and facets of jobs, datasets and runs merge key by key, each key holding the
+value of the newest event that carried it (`Merged`); a run's state follows `next_state`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+from consumer import json_codec
+
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "ABORTED"})
+STATE_RANK = {"NEW": 0, "RUNNING": 1, "COMPLETED": 2, "FAILED": 2, "ABORTED": 2}
+
+DatasetKey = tuple[str, str]  # (namespace, name)
+JobKey = tuple[str, str]  # (namespace, name)
+# Facet name -> the facet's JSON (json_codec.NULL for a null facet).
+Facets = Mapping[str, bytes]
+
+
+class RawEvent(NamedTuple):
+    content_hash: str
+    kind: str
+    event_type: str | None
+    event_time: datetime
+    run_uuid: str | None
+    job_namespace: str | None
+    job_name: str | None
+    payload: str
+
+
+DATASET_VALUES = ("type", "source_name", "source_uri", "description", "database_name", "table_name", "current_version")
+JOB_VALUES = ("type", "integration", "job_type", "description", "location", "current_version")
+RUN_VALUES = (
+    "nominal_start_time",
+    "nominal_end_time",
+    "parent_run_uuid",
+    "parent_job_namespace",
+    "parent_job_name",
+    "job_version",
+)
+
+# A facet's key in `Merged.times` (values' keys are their column names).
+FACET = "facets."
+STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: stamps compare as text in time order
+
+
+@lru_cache(maxsize=8192)  # a batch stamps each event's time once per entity it touches
+def stamp(time: datetime) -> str:
+    return time.astimezone(timezone.utc).strftime(STAMP)
+
+
+def unstamp(text: str) -> datetime:
+    return datetime.strptime(text, STAMP).replace(tzinfo=timezone.utc)
+
+
+class Merged:
+    """Values merged key by key, each key holding the newest event's non-null value; `times`
+    (stamps, the `merged_at` column) record which event time each key came from. Facets are
+    encoded members (materialize.Facets)."""
+
+    def __init__(self, values: Mapping[str, Any], facets: Facets, times: Mapping[str, str]) -> None:
+        self.values = dict(values)
+        self.facets = dict(facets)
+        self.times = dict(times)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Merged) and (self.values, self.facets, self.times) == (other.values, other.facets, other.times)
+
+    def __repr__(self) -> str:
+        return f"Merged({self.values!r}, {self.facets!r}, {self.times!r})"
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def add(self, time: datetime, values: Mapping[str, Any], facets: Facets) -> None:
+        at = stamp(time)
+        for key, value in values.items():
+            if value is not None and at >= self.times.get(key, ""):
+                self.values[key], self.times[key] = value, at
+        for key, value in facets.items():
+            if value != json_codec.NULL and at >= self.times.get(f"{FACET}{key}", ""):
+                self.facets[key], self.times[f"{FACET}{key}"] = value, at
+
+    def absorb(self, later: Merged) -> None:
+        """Merge in `later`, the merge of events applied after this one's: on equal times `later` wins."""
+        for key, at in later.times.items():
+            if at >= self.times.get(key, ""):
+                self.times[key] = at
+                if key.startswith(FACET):
+                    self.facets[key[len(FACET) :]] = later.facets[key[len(FACET) :]]
+                else:
+                    self.values[key] = later.values[key]
+
+    def newest(self) -> datetime | None:
+        newest = max(self.times.values(), default=None)
+        return None if newest is None else unstamp(newest)
+
+
+def keeps_stored_facets(stored_times: Mapping[str, str] | None, batch: Merged) -> bool:
+    """Whether a stored facet survives merging `batch` into its row: one the batch does not carry
+    at the same or a later time (Merged's rule). Without stored times (rows written before
+    `merged_at` existed) every stored facet may."""
+    if stored_times is None:
+        return True
+    return any(batch.times.get(key, "") < at for key, at in stored_times.items() if key.startswith(FACET))
+
+
+class EntityFold(NamedTuple):
+    """A dataset or job in the batch: its own events' merged values, and the first and last time
+    an event named it (its own events, or, for a dataset, column-lineage edges naming it)."""
+
+    merged: Merged
+    first_named: datetime
+    last_named: datetime
+
+
+class RunFold(NamedTuple):
+    job: JobKey  # of the run's first event in the batch
+    state: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    merged: Merged
+    created_at: datetime
+    updated_at: datetime
+
+
+# The many-row tables' rows are plain tuples: a batch has thousands, and a worker process pickles
+# plain tuples several times faster than named ones.
+
+# (dataset, name, type, description, tags, from_schema, created_at, updated_at)
+FieldFold = tuple[DatasetKey, str, "str | None", "str | None", Any, bool, datetime, datetime]
+# (output dataset, output field (None: a dataset-level input), input dataset, input field, type,
+#  subtype, description, masking, job, first_seen, last_seen, last run)
+EdgeFold = tuple[
+    DatasetKey, "str | None", DatasetKey, str, str, str, "str | None", bool, JobKey, datetime, datetime, "str | None"
+]
+# (job, dataset, direction, first_seen, last_seen, last run)
+JobIoFold = tuple[JobKey, DatasetKey, str, datetime, datetime, "str | None"]
+# (dataset, version, run (of the earliest event, when it wrote the dataset), fields (JSON), facets, created_at)
+VersionFold = tuple[DatasetKey, str, "str | None", "bytes | None", Facets, datetime]
+# (run, job, batch id, dataset, direction, snapshot id, kind, partitions, start offset, end offset,
+#  created_at, position). Batch id None: the run's number (runs.run_seq) is its barrier id.
+# Position: the event's place in the batch, which breaks ties of created_at once barrier ids are known.
+SnapshotFold = tuple[str, JobKey, "int | None", DatasetKey, str, str, "str | None", Any, Any, Any, datetime, int]
+# (run, event type, state, time)
+RunStateFold = tuple[str, str, str, datetime]
+# (content hash, kind, event type, event time, run, job namespace, job name, payload): materialize.RawEvent's fields
+RawFold = tuple[str, str, "str | None", datetime, "str | None", "str | None", "str | None", str]
+
+
+class Folded(NamedTuple):
+    """One batch's rows by natural key, in the order the store writes them."""
+
+    events: int  # events folded (duplicates by hash counted once)
+    hashes: tuple[str, ...]
+    lock_ids: tuple[int, ...]  # advisory lock ids of every job, dataset and run, ascending
+    raw: tuple[RawFold, ...]
+    namespaces: dict[str, tuple[datetime, datetime]]
+    datasets: dict[DatasetKey, EntityFold]
+    fields: tuple[FieldFold, ...]
+    jobs: dict[JobKey, EntityFold]
+    runs: dict[str, RunFold]
+    run_states: tuple[RunStateFold, ...]
+    versions: tuple[VersionFold, ...]
+    job_io: tuple[JobIoFold, ...]
+    edges: tuple[EdgeFold, ...]
+    snapshots: tuple[SnapshotFold, ...]
+    partitions: dict[tuple[str, int | None, DatasetKey, str], frozenset[str]]
+
+
+def next_state(state: str, ended_at: datetime | None, event_state: str, time: datetime) -> tuple[str, datetime | None]:
+    """A run's (state, ended_at) after an event in state `event_state` at `time`: terminal states
+    beat NEW/RUNNING, of two terminal ones the later wins (on equal times the one applied last)."""
+    if event_state in TERMINAL_STATES:
+        if state not in TERMINAL_STATES or ended_at is None or time >= ended_at:
+            state = event_state
+        return state, max(filter(None, (ended_at, time)))
+    if STATE_RANK[event_state] > STATE_RANK[state]:
+        state = event_state
+    return state, ended_at
