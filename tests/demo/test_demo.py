@@ -15,10 +15,10 @@ from tests.support.spark import require_spark_connect
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
-@pytest.fixture(scope="module")
-def demo_output() -> str:
+def demo(*flags: str) -> str:
+    """The output of `python -m demo --exit FLAGS...`, which must succeed."""
     completed = subprocess.run(
-        [sys.executable, "-m", "demo", "--exit", "--port", str(free_port())],
+        [sys.executable, "-m", "demo", "--exit", *flags, "--port", str(free_port())],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
@@ -27,21 +27,17 @@ def demo_output() -> str:
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_output() -> str:
+    return demo()
 
 
 @pytest.fixture(scope="module")
 def connect_demo_output() -> str:
     require_spark_connect()
-    completed = subprocess.run(
-        [sys.executable, "-m", "demo", "--exit", "--connect", "--port", str(free_port())],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    return completed.stdout
+    return demo("--connect")
 
 
 def test_the_connect_variant_stores_and_answers_like_the_classic_one(connect_demo_output: str) -> None:
