@@ -79,17 +79,34 @@ def stream(spark: SparkSession, data_dir: str, app: str) -> None:
     def write_batch(frame, batch_id):  # type: ignore[no-untyped-def]
         frame.select((F.col("n") * 10).alias("n10"), F.upper("label").alias("label")).write.mode("append").saveAsTable(target)
 
-    query = (
+    writer = (
         spark.readStream.schema("n INT, label STRING")
         .option("maxFilesPerTrigger", 1)
         .json(source)
         .writeStream.foreachBatch(write_batch)
         .option("checkpointLocation", os.path.join(data_dir, f"{app}_checkpoint"))
         .trigger(availableNow=True)
-        .start()
     )
+    query = start_with_retries(writer)
     query.awaitTermination()
     print("stream rows", spark.table(target).count())
+
+
+WORKER_STARTS = 3
+
+
+def start_with_retries(writer):  # type: ignore[no-untyped-def]
+    """`writer.start()`; on Spark Connect the server first starts the foreachBatch function's
+    Python worker, which Spark gives a fixed 10 s to connect back: on a busy machine that can
+    run out, and the start is tried again (nothing of the query has run then)."""
+    for attempt in range(WORKER_STARTS):
+        try:
+            return writer.start()
+        except Exception as error:
+            if "failed to connect back" not in str(error) or attempt == WORKER_STARTS - 1:
+                raise
+            print("retrying the start:", str(error).splitlines()[0], file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 STEPS = {"batch": batch, "analytics": analytics, "stream": stream}

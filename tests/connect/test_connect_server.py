@@ -38,6 +38,7 @@ SERVER_START_TIMEOUT_S = 240
 SERVER_STOP_TIMEOUT_S = 120
 CLIENT_A, CLIENT_B, CLASSIC = "conn_a", "conn_b", "classic"
 NAMESPACE_A, NAMESPACE_B = "team_a", "team_b"
+USER_B = "bob"  # client A sends no user id
 CONNECT_CLIENT_NOTICE = "Spark Connect client session: its lineage comes from the Connect server"
 
 
@@ -60,8 +61,6 @@ class Server:
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "1g",
-            # the foreachBatch worker imports PySpark's Connect client before it connects back: slow on a busy machine
-            "spark.python.authenticate.socketTimeout": "120s",
         }
         command = [sys.executable, "-m", "emitter", "connect-server", "--port", str(self.port)]
         for key, value in conf.items():
@@ -158,12 +157,20 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Outcome]:
             server.url, data_dir, CLIENT_A, NAMESPACE_A, all_steps, under_emitter=False, events=data_dir / "a.jsonl"
         )
         client_b = start_program(
-            server.url, data_dir, CLIENT_B, NAMESPACE_B, ["batch"], under_emitter=True, events=data_dir / "b.jsonl"
+            f"{server.url}/;user_id={USER_B}",
+            data_dir,
+            CLIENT_B,
+            NAMESPACE_B,
+            ["batch"],
+            under_emitter=True,
+            events=data_dir / "b.jsonl",
         )
+        outputs = {CLIENT_A: finish(client_a, server), CLIENT_B: finish(client_b, server)}
+        # after the clients: fewer JVMs at once (the server gives a foreachBatch worker 10 s to start)
         classic = start_program(
             "local", classic_dir, CLASSIC, NAMESPACE_A, all_steps, under_emitter=True, events=classic_dir / "events.jsonl"
         )
-        outputs = {CLIENT_A: finish(client_a, server), CLIENT_B: finish(client_b, server), CLASSIC: finish(classic, server)}
+        outputs[CLASSIC] = finish(classic, server)
     finally:
         exit_code = server.stop()
     assert exit_code == 0, server.log_path.read_text()[-4000:]
@@ -290,9 +297,10 @@ def test_foreach_batch_writes_belong_to_the_streaming_run(outcome: Outcome) -> N
 
 
 def test_session_facet_names_the_connect_session(outcome: Outcome) -> None:
-    for app in (CLIENT_A, CLIENT_B):
+    for app, user in ((CLIENT_A, None), (CLIENT_B, USER_B)):
         facet = outcome.of_session(app)[0]["run"]["facets"]["sparkConnectSession"]
         assert facet["sessionId"] == outcome.session_id(app)
+        assert facet.get("userId") == user
         assert facet["_schemaURL"].endswith("SparkConnectSessionRunFacet.json#/$defs/SparkConnectSessionRunFacet")
 
 
