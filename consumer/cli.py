@@ -33,7 +33,25 @@ _KAFKA = (
     "log_format",
     "prepare_process",
 )
-_HTTP = ("host", "port", "token", "max_event_bytes", "web_dir", "concurrent_requests")
+_HTTP = (
+    "role",
+    "host",
+    "port",
+    "token_file",
+    "read_token_file",
+    "insecure_no_token",
+    "ssl_certfile",
+    "ssl_keyfile",
+    "max_event_bytes",
+    "web_dir",
+    "concurrent_requests",
+    "queued_requests",
+    "queue_timeout",
+    "statement_timeout",
+    "max_body_bytes",
+    "body_timeout",
+    "max_connections",
+)
 # Restarts of serve's ingestion thread after a failure: doubling pauses, reset after a long run.
 RESTART_BACKOFF_SECONDS = (1.0, 60.0)
 RESTART_RESET_AFTER_SECONDS = 300.0
@@ -49,13 +67,17 @@ def _parser() -> argparse.ArgumentParser:
     def command(
         name: str, run: Callable[[argparse.Namespace], int], help_text: str, settings: tuple[str, ...]
     ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        # no abbreviations: `--token SECRET` must be refused, not taken as `--token-file SECRET`
+        sub = commands.add_parser(name, help=help_text, description=help_text, allow_abbrev=False)
         add_arguments(sub, settings)
         sub.set_defaults(run=run)
         return sub
 
     command(
-        "serve", _serve, "ingest from Kafka and serve the HTTP API (Marquez-compatible) in one process", _STORE + _KAFKA + _HTTP
+        "serve",
+        _serve,
+        "serve the HTTP API (Marquez-compatible) and, by --role, ingest from Kafka and over HTTP, over HTTP only, or nothing (a read-only replica)",
+        _STORE + _KAFKA + _HTTP,
     )
     command("ingest", _ingest, "ingest from Kafka only", _STORE + _KAFKA)
     command("migrate", _migrate, "apply pending schema migrations to the store", _STORE)
@@ -99,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration step otherwise
     argv = list(sys.argv[1:] if argv is None else argv)
     from consumer.ingest.kafka_io import BrokerUnavailable
+    from consumer.settings import SecretUnreadable
     from consumer.store import StoreUnavailable
 
     try:
@@ -113,11 +136,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             configure_logging(args.log_format)
         return args.run(args)
-    except (StoreUnavailable, BrokerUnavailable) as error:
+    except (StoreUnavailable, BrokerUnavailable, SecretUnreadable, UnsafeSetup) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     except KeyboardInterrupt:
         return 130
+
+
+class UnsafeSetup(ValueError):
+    """serve's settings would expose writes to anyone, or its token is a placeholder."""
 
 
 def _store(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -330,7 +357,7 @@ def _supervise(first, settings: Settings, store, observability, stop: threading.
             observability.ingestion_started()
             ingestor.run(stop.is_set)
         except Exception as failure:
-            error = f"{type(failure).__name__}: {failure}"
+            error = type(failure).__name__  # readiness shows this; the message (hosts...) goes to the log only
             log.exception("ingestion stopped; restarting it in %.0f s", pause)
         finally:
             if ingestor is not None:
@@ -351,27 +378,79 @@ def _disconnect_quietly(ingestor) -> None:  # type: ignore[no-untyped-def]
 
 
 def _serve(args: argparse.Namespace) -> int:
+    """The API, and by role: Kafka and HTTP ingestion (`kafka`, the ingestion loop restarted on
+    failure and reported by /readyz, never a reason to stop serving), HTTP ingestion alone
+    (`http`: no broker) or nothing (`api`: a read-only replica that neither migrates nor writes)."""
     import uvicorn
 
     from consumer.api import create_app
     from consumer.observability import Observability
 
     settings = Settings.from_args(args)
-    store = _write_store(settings)
-    observability = Observability(ingesting=True)
-    first = _connect(settings, store, observability)  # a broker missing at start: one line, exit 2
+    _check_exposure(settings)
+    ingests_kafka = settings.role == "kafka"
+    if settings.role == "api":
+        from consumer.store import open_store
+
+        store = open_store(settings.store_url, migrate=False)
+    else:
+        store = _write_store(settings)
+    observability = Observability(ingesting=ingests_kafka)
+    app = create_app(store, settings, observability)
     stop = threading.Event()
-    worker = threading.Thread(target=_supervise, args=(first, settings, store, observability, stop), name="ingest", daemon=True)
-    worker.start()
+    worker = None
+    if ingests_kafka:
+        worker = threading.Thread(
+            target=_supervise, args=(None, settings, store, observability, stop), name="ingest", daemon=True
+        )
+        worker.start()
+    logging.getLogger(__name__).info(
+        "serving the API on %s://%s:%d as role %s",
+        "https" if settings.ssl_certfile else "http",
+        settings.host,
+        settings.port,
+        settings.role,
+    )
     try:
         uvicorn.run(
-            create_app(store, settings, observability),
+            app,
             host=settings.host,
             port=settings.port,
+            ssl_certfile=settings.ssl_certfile,
+            ssl_keyfile=settings.ssl_keyfile,
+            limit_concurrency=settings.max_connections,
             log_level="info",
             log_config=None,  # our handlers (text or JSON)
+            timeout_graceful_shutdown=10,
         )
     finally:
         stop.set()
-        worker.join(timeout=30)
+        if worker is not None:
+            worker.join(timeout=30)
     return 0
+
+
+def _check_exposure(settings: Settings) -> None:
+    """Refuse a placeholder token, and writes open to anyone beyond this machine unless asked for."""
+    import ipaddress
+
+    from consumer.api import tokens_of
+    from consumer.api.auth import TokenRefused
+
+    try:
+        tokens = tokens_of(settings)
+    except TokenRefused as refused:
+        raise UnsafeSetup(str(refused)) from None
+    if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
+        raise UnsafeSetup("--ssl-certfile and --ssl-keyfile go together")
+    if tokens.write or settings.role == "api" or settings.insecure_no_token:
+        return
+    try:
+        loopback = settings.host == "localhost" or ipaddress.ip_address(settings.host).is_loopback
+    except ValueError:  # a host name: may resolve anywhere
+        loopback = False
+    if not loopback:
+        raise UnsafeSetup(
+            f"--host {settings.host} without a write token would let anyone who reaches the port write and delete lineage: "
+            "set LINEAGE_API_TOKEN or --token-file, serve on 127.0.0.1, or pass --insecure-no-token"
+        )

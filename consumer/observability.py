@@ -24,7 +24,7 @@ STORE_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0
 
 class Observability:
     """Metrics and ingestion state. `ingesting`: whether this process consumes Kafka (readiness
-    then also needs the ingestion thread up, partitions assigned and the broker reachable)."""
+    then also reports the ingestion thread, the broker and the partitions assigned)."""
 
     def __init__(self, ingesting: bool = False) -> None:
         self.ingesting = ingesting
@@ -119,7 +119,7 @@ class Observability:
             "broker": "reachable" if source.broker_reachable else "unreachable",
             "partitions": [f"{topic}[{partition}]" for topic, partition in source.assigned],
         }
-        checks["ready"] = running and source.broker_reachable and bool(source.assigned)
+        checks["consuming"] = running and source.broker_reachable and bool(source.assigned)
         return checks
 
     def render(self) -> tuple[bytes, str]:

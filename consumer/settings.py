@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 from datetime import timedelta
+from pathlib import Path
 
 import attrs
 
@@ -42,8 +43,44 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
         None,
         "publish lineage changes (edges added/retired, runs finished) to this topic after each store transaction (none: off)",
     ),
-    ("host", "--host", "LINEAGE_HOST", "0.0.0.0", "HTTP listen address"),
+    (
+        "role",
+        "--role",
+        "LINEAGE_ROLE",
+        "kafka",
+        "what serve does besides the API: `kafka` (ingest from Kafka and over HTTP), `http` (ingest over HTTP only; no broker needed) or `api` (a read-only API replica)",
+    ),
+    (
+        "host",
+        "--host",
+        "LINEAGE_HOST",
+        "127.0.0.1",
+        "HTTP listen address (another than loopback needs a write token, or --insecure-no-token)",
+    ),
     ("port", "--port", "LINEAGE_PORT", "5000", "HTTP port (5000, as Marquez)"),
+    (
+        "token_file",
+        "--token-file",
+        "LINEAGE_API_TOKEN_FILE",
+        None,
+        "file holding the write token (ingestion, tags, deletes); or put the token itself in LINEAGE_API_TOKEN",
+    ),
+    (
+        "read_token_file",
+        "--read-token-file",
+        "LINEAGE_API_READ_TOKEN_FILE",
+        None,
+        "file holding the read token the other /api routes then require; or LINEAGE_API_READ_TOKEN (none: reads open)",
+    ),
+    (
+        "insecure_no_token",
+        "--insecure-no-token",
+        "LINEAGE_INSECURE_NO_TOKEN",
+        None,
+        "serve writes without a token on an address other than loopback (anyone reaching the port can write)",
+    ),
+    ("ssl_certfile", "--ssl-certfile", "LINEAGE_SSL_CERTFILE", None, "serve HTTPS with this certificate (PEM; none: HTTP)"),
+    ("ssl_keyfile", "--ssl-keyfile", "LINEAGE_SSL_KEYFILE", None, "the certificate's private key (PEM)"),
     (
         "web_dir",
         "--web-dir",
@@ -51,13 +88,48 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
         None,
         "serve this built Marquez Web (its dist/ folder) at / beside the API (none: API only)",
     ),
-    ("token", "--token", "LINEAGE_API_TOKEN", None, "bearer token required by the HTTP API (none: open)"),
     (
         "concurrent_requests",
         "--concurrent-requests",
         "LINEAGE_CONCURRENT_REQUESTS",
         None,
         "HTTP API requests computed at once, the others wait their turn (none: one per CPU; health checks never wait)",
+    ),
+    (
+        "queued_requests",
+        "--queued-requests",
+        "LINEAGE_QUEUED_REQUESTS",
+        "64",
+        "API requests waiting for a computing slot at most; more are answered 503 with Retry-After at once",
+    ),
+    (
+        "queue_timeout",
+        "--queue-timeout",
+        "LINEAGE_QUEUE_TIMEOUT",
+        "10",
+        "seconds a request waits for a computing slot before 503",
+    ),
+    (
+        "statement_timeout",
+        "--statement-timeout",
+        "LINEAGE_STATEMENT_TIMEOUT",
+        "30",
+        "seconds an API request's database work may take (then 504); also stopped when the client disconnects",
+    ),
+    (
+        "max_body_bytes",
+        "--max-body-bytes",
+        "LINEAGE_MAX_BODY_BYTES",
+        str(64 * 1024),
+        "largest request body of every route but ingestion (larger: 413)",
+    ),
+    ("body_timeout", "--body-timeout", "LINEAGE_BODY_TIMEOUT", "30", "seconds a request body may take to arrive (then 408)"),
+    (
+        "max_connections",
+        "--max-connections",
+        "LINEAGE_MAX_CONNECTIONS",
+        "1000",
+        "open HTTP connections at most (idle or slow ones included); beyond, new requests are answered 503 at once",
     ),
     (
         "retire_after",
@@ -92,7 +164,16 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
     ),
 )
 
-_CHOICES = {"log_format": ("text", "json"), "prepare_process": ("auto", "yes", "no")}
+_CHOICES = {"log_format": ("text", "json"), "prepare_process": ("auto", "yes", "no"), "role": ("kafka", "http", "api")}
+# Switches: given on the command line without a value; their environment variable is 1/true/yes or not.
+_SWITCHES = {"insecure_no_token"}
+# Secrets are read from these environment variables (or a file named by a flag), never from a flag's value.
+TOKEN_ENV = "LINEAGE_API_TOKEN"
+READ_TOKEN_ENV = "LINEAGE_API_READ_TOKEN"
+_SECRET_ENVIRONMENT = (
+    (TOKEN_ENV, "the write token (ingestion, tags, deletes); none: writes open (loopback only, see --insecure-no-token)"),
+    (READ_TOKEN_ENV, "the read token the other /api routes require; none: reads open"),
+)
 
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -116,11 +197,22 @@ class Settings:
     group: str = "lineage-consumer"
     dead_letter_topic: str = "openlineage.events.dlq"
     changes_topic: str | None = None
-    host: str = "0.0.0.0"
+    role: str = "kafka"
+    host: str = "127.0.0.1"
     port: int = 5000
-    token: str | None = None
+    token_file: str | None = None
+    read_token_file: str | None = None
+    insecure_no_token: bool = False
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
     web_dir: str | None = None
     concurrent_requests: int | None = None
+    queued_requests: int = 64
+    queue_timeout: float = 10.0
+    statement_timeout: float = 30.0
+    max_body_bytes: int = 64 * 1024
+    body_timeout: float = 30.0
+    max_connections: int = 1000
     retire_after: timedelta | None = None
     batch_size: int = 500
     session_timeout_ms: int = 10000
@@ -136,8 +228,27 @@ class Settings:
 
     @property
     def api_token(self) -> str | None:
-        """The name consumer.api.create_app reads."""
-        return self.token
+        """The write token: the file --token-file names, else $LINEAGE_API_TOKEN (None: none set)."""
+        return _secret(self.token_file, TOKEN_ENV)
+
+    @property
+    def read_token(self) -> str | None:
+        return _secret(self.read_token_file, READ_TOKEN_ENV)
+
+    @property
+    def limits(self):  # type: ignore[no-untyped-def]
+        """The API's bounds (consumer.api.limits.Limits)."""
+        from consumer.api.limits import Limits, default_slots
+
+        return Limits(
+            concurrent_requests=self.concurrent_requests or default_slots(),
+            queued_requests=self.queued_requests,
+            queue_seconds=self.queue_timeout,
+            body_bytes=self.max_body_bytes,
+            event_bytes=self.max_event_bytes,
+            body_seconds=self.body_timeout,
+            statement_seconds=self.statement_timeout,
+        )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:
@@ -149,9 +260,17 @@ class Settings:
             "max_poll_interval_ms",
             "max_event_bytes",
             "concurrent_requests",
+            "queued_requests",
+            "max_body_bytes",
+            "max_connections",
         ):
             if values.get(name) is not None:
                 values[name] = int(values[name])
+        for name in ("queue_timeout", "statement_timeout", "body_timeout"):
+            if values.get(name) is not None:
+                values[name] = float(values[name])
+        if "insecure_no_token" in values:
+            values["insecure_no_token"] = _truthy(values["insecure_no_token"])
         if values.get("retire_after") is not None:
             values["retire_after"] = parse_period(values["retire_after"])
         return cls(**values)
@@ -162,6 +281,11 @@ def add_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None
     for name, flag, env, default, help_text in _OPTIONS:
         if names is not None and name not in names:
             continue
+        if name in _SWITCHES:
+            parser.add_argument(
+                flag, dest=name, action="store_true", default=_truthy(os.environ.get(env)), help=f"{help_text} [env {env}=1]"
+            )
+            continue
         parser.add_argument(
             flag,
             dest=name,
@@ -171,5 +295,27 @@ def add_arguments(parser: argparse.ArgumentParser, names: tuple[str, ...] | None
         )
 
 
-def documented_options() -> list[tuple[str, str, str | None, str]]:
-    return [(flag, env, default, help_text) for _, flag, env, default, help_text in _OPTIONS]
+def _truthy(value: object) -> bool:
+    return value is True or str(value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _secret(path: str | None, env: str) -> str | None:
+    """A secret from the file at `path` (surrounding whitespace dropped), else from `env`."""
+    if path:
+        try:
+            return Path(path).read_text().strip() or None
+        except OSError as error:
+            raise SecretUnreadable(f"cannot read the secret file {path}: {error.strerror}") from None
+    return os.environ.get(env) or None
+
+
+class SecretUnreadable(ValueError):
+    """A secret file named in the settings cannot be read."""
+
+
+def documented_options() -> list[tuple[str | None, str, str | None, str]]:
+    """(flag, environment variable, default, help) of every setting; secrets have no flag."""
+    options: list[tuple[str | None, str, str | None, str]] = [
+        (flag, env, default, help_text) for _, flag, env, default, help_text in _OPTIONS
+    ]
+    return options + [(None, env, None, help_text) for env, help_text in _SECRET_ENVIRONMENT]

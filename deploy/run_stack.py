@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -99,6 +100,8 @@ class Stack:
     def __init__(self, ports: Mapping[str, int]) -> None:
         self.ports = dict(ports)
         self.env = {**os.environ, **{name: str(port) for name, port in self.ports.items()}}
+        # the API's write token (docker-compose.yml requires one): a fresh random one unless given
+        self.env["LINEAGE_API_TOKEN"] = os.environ.get("LINEAGE_API_TOKEN") or secrets.token_hex(32)
         self.broker = f"127.0.0.1:{self.ports['STACK_BROKER_PORT']}"
         self.api = f"http://127.0.0.1:{self.ports['STACK_API_PORT']}"
         self.web = f"http://127.0.0.1:{self.ports['STACK_WEB_PORT']}"
@@ -209,13 +212,14 @@ def create_topic(bootstrap: str) -> None:
 
 
 def wait_ready(stack: Stack) -> dict[str, Any]:
-    """/readyz answering 200; an error naming the failed checks when it does not in time."""
+    """/readyz answering 200 with the ingestion consuming (partitions assigned); an error naming
+    the failed checks when it does not in time."""
     deadline = time.monotonic() + READY_TIMEOUT_SECONDS
     last = "no answer"
     while time.monotonic() < deadline:
         try:
             response = httpx.get(f"{stack.api}/readyz", timeout=10)
-            if response.status_code == 200:
+            if response.status_code == 200 and response.json().get("consuming"):
                 return dict(response.json())
             last = f"{response.status_code} {response.text}"
         except httpx.HTTPError as error:

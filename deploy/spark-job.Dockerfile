@@ -1,8 +1,9 @@
 # A PySpark job runner with the emitter installed: runs the demo pipeline (or any script
 # mounted at /jobs) with `python -m emitter run`, publishing to Kafka.
 # BASE_IMAGE: a Debian or Ubuntu image; Java 17 is installed from its packages unless the
-# image has one (deploy/local-images.sh passes a plain Debian base).
-ARG BASE_IMAGE=eclipse-temurin:17-jre
+# image has one (deploy/local-images.sh passes a plain Debian base). It runs as an unprivileged
+# user (uid 10001) with a home of its own (Spark's caches).
+ARG BASE_IMAGE=eclipse-temurin:17.0.12_7-jre-jammy
 FROM ${BASE_IMAGE}
 RUN apt-get update -q && apt-get install -y -q --no-install-recommends python3 python3-venv \
     && if ! command -v java >/dev/null; then \
@@ -18,6 +19,8 @@ RUN mkdir emitter consumer && touch emitter/__init__.py consumer/__init__.py \
 COPY emitter ./emitter
 COPY consumer ./consumer
 COPY demo ./demo
-RUN pip install --no-cache-dir --no-deps .
+RUN pip install --no-cache-dir --no-deps . \
+    && useradd --uid 10001 --user-group --create-home --shell /usr/sbin/nologin spark
+USER 10001:10001
 ENTRYPOINT ["python", "-m", "emitter", "run"]
 CMD ["demo/pipeline.py", "/tmp/demo-output"]

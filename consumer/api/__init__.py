@@ -1,37 +1,64 @@
 """The HTTP app: Marquez-compatible reads under /api/v1, our lineage questions under /api/v1/lineage-store,
-and OpenLineage ingestion at POST /api/v1/lineage (consumer.ingest.http_route) behind the bearer token.
+and OpenLineage ingestion at POST /api/v1/lineage (consumer.ingest.http_route) behind the write token.
 
-FastAPI lives only in this package. `create_app(store, settings, observability, clock)` is the one entry point; `settings` may carry
-`api_token` (str | None): when set, ingestion and delete endpoints require `Authorization: Bearer <token>`, and
-`concurrent_requests` (int | None): how many requests are computed at once (`consumer.api.slots`; default one per CPU);
-`clock` gives the current time to the routes that count "the last 24 hours / 7 days" (`/api/v1/stats/*`).
+FastAPI lives only in this package. `create_app(store, settings, observability, clock)` is the one entry
+point. `settings` (consumer.settings.Settings, or any object with some of these attributes):
+`api_token` / `read_token` (str | None): the write token (ingestion, tags, deletes; default the
+`LINEAGE_API_TOKEN` environment variable) and the read token (every other /api route; default none: open),
+see consumer.api.auth; `role` ("kafka", "http" or "api": an `api` replica refuses every write);
+`limits` (consumer.api.limits.Limits: computing slots, queue, body size and time, statement timeout);
+`web_dir`: a built Marquez Web to serve at /. `clock` gives the current time to the routes that count
+"the last 24 hours / 7 days" (`/api/v1/stats/*`).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
+import attrs
 from fastapi import Depends, FastAPI
 
 from consumer.api import health, lineage_store, marquez
-from consumer.api.auth import require_token
+from consumer.api.auth import Tokens, check_token, require_read_token, require_token
 from consumer.api.errors import COMMON_ERRORS, INGEST_ERRORS, install_error_handlers
+from consumer.api.limits import BoundedRequests, ComputingSlots, Limits
 from consumer.api.paths import KeepEncodedSlashes
-from consumer.api.slots import computing_slot, default_slots
 from consumer.ingest import http_route
-from consumer.ingest.kafka_loop import DEFAULT_MAX_EVENT_BYTES
 from consumer.observability import Observability
+from consumer.settings import READ_TOKEN_ENV, TOKEN_ENV
 
-TOKEN_ENV = "LINEAGE_API_TOKEN"
+# /healthz fails when every computing slot has been taken, none released, this many statement timeouts long.
+STALLED_STATEMENT_TIMEOUTS = 3
 
 
 def _utc_now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+def tokens_of(settings: Any) -> Tokens:
+    """The tokens `settings` carries (else the environment's), each checked: TokenRefused when one is a placeholder."""
+    write = getattr(settings, "api_token", None) or os.environ.get(TOKEN_ENV) or None
+    read = getattr(settings, "read_token", None) or os.environ.get(READ_TOKEN_ENV) or None
+    return Tokens(
+        write=check_token(write, "the write token") if write else None,
+        read=check_token(read, "the read token") if read else None,
+    )
+
+
+def _limits(settings: Any) -> Limits:
+    """`settings.limits`, else the defaults with `max_event_bytes` and `concurrent_requests` when given."""
+    if (given := getattr(settings, "limits", None)) is not None:
+        return given
+    limits = Limits()
+    if event_bytes := getattr(settings, "max_event_bytes", None):
+        limits = attrs.evolve(limits, event_bytes=event_bytes)
+    if slots := getattr(settings, "concurrent_requests", None):
+        limits = attrs.evolve(limits, concurrent_requests=slots)
+    return limits
 
 
 def create_app(
@@ -47,21 +74,27 @@ def create_app(
         version=metadata.version("spark-lineage"),  # pyproject.toml, the one place it is written
         responses=COMMON_ERRORS,
     )
+    limits = _limits(settings)
     app.state.store = store
     app.state.clock = clock
-    app.state.api_token = getattr(settings, "api_token", None) or os.environ.get(TOKEN_ENV) or None
-    app.state.max_event_bytes = getattr(settings, "max_event_bytes", DEFAULT_MAX_EVENT_BYTES)
+    app.state.tokens = tokens_of(settings)
+    app.state.max_event_bytes = limits.event_bytes
+    app.state.role = getattr(settings, "role", None) or "http"
+    app.state.read_only = app.state.role == "api"
     app.state.observability = observability or Observability(ingesting=False)
-    app.state.computing_slots = threading.BoundedSemaphore(getattr(settings, "concurrent_requests", None) or default_slots())
+    app.state.computing_slots = ComputingSlots(limits)
+    app.state.stall_seconds = STALLED_STATEMENT_TIMEOUTS * limits.statement_seconds
     install_error_handlers(app)
-    app.add_middleware(health.CountRequests, observability=app.state.observability)  # inside KeepEncodedSlashes
+    # outermost first: KeepEncodedSlashes, CountRequests, BoundedRequests
+    app.add_middleware(BoundedRequests, slots=app.state.computing_slots)
+    app.add_middleware(health.CountRequests, observability=app.state.observability)
     app.add_middleware(KeepEncodedSlashes)
-    app.include_router(health.router)  # never waits for a computing slot
-    computing = [Depends(computing_slot)]
-    app.include_router(marquez.router, dependencies=computing)
-    app.include_router(marquez.search_v2beta, dependencies=computing)
-    app.include_router(lineage_store.router, dependencies=computing)
-    app.include_router(http_route.router, dependencies=[Depends(require_token), *computing], responses=INGEST_ERRORS)
+    app.include_router(health.router)  # never waits for a computing slot, needs no token
+    reading = [Depends(require_read_token)]
+    app.include_router(marquez.router, dependencies=reading)
+    app.include_router(marquez.search_v2beta, dependencies=reading)
+    app.include_router(lineage_store.router, dependencies=reading)
+    app.include_router(http_route.router, dependencies=[Depends(require_token)], responses=INGEST_ERRORS)
     if web_dir := getattr(settings, "web_dir", None):
         from consumer.api.web import mount_web
 

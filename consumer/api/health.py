@@ -1,11 +1,13 @@
-"""Operations routes: GET /healthz (the process answers), GET /readyz (the store answers and,
-when this process ingests from Kafka, the ingestion loop runs with partitions assigned and the
-broker reachable) and GET /metrics (Prometheus text format); plus the middleware counting HTTP
-requests by route template and status."""
+"""Operations routes: GET /healthz (the process can serve: a no-op goes through the worker
+threads the routes run on, and the computing slots are not all stuck), GET /readyz (the store
+answers; when this process ingests from Kafka, the ingestion loop, broker and partitions are
+reported but are no reason to take the API out of service) and GET /metrics (Prometheus text
+format); plus the middleware counting HTTP requests by route template and status."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,22 +20,35 @@ from starlette.concurrency import run_in_threadpool
 from consumer.observability import Observability
 
 STORE_CHECK_TIMEOUT_SECONDS = 5.0
+THREAD_CHECK_TIMEOUT_SECONDS = 5.0
 UNMATCHED_ROUTE = "<unmatched>"
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", summary="The process is up")
-async def healthz() -> dict[str, str]:
-    return {"status": "up"}
+@router.get("/healthz", summary="The process can serve (a liveness probe: failing means restart it)")
+async def healthz(request: Request) -> JSONResponse:
+    problems: list[str] = []
+    stalled = request.app.state.computing_slots.stalled_seconds()
+    if stalled > request.app.state.stall_seconds:
+        problems.append(f"every computing slot taken, none released for {stalled:.0f} s")
+    try:
+        await asyncio.wait_for(run_in_threadpool(lambda: None), THREAD_CHECK_TIMEOUT_SECONDS)
+    except asyncio.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
+        problems.append(f"no worker thread ran a no-op within {THREAD_CHECK_TIMEOUT_SECONDS:g} s")
+    if problems:
+        log.error("not healthy: %s", "; ".join(problems))
+        return JSONResponse(status_code=503, content={"status": "stuck", "problems": problems})
+    return JSONResponse(content={"status": "up"})
 
 
-@router.get("/readyz", summary="Ready to serve: store reachable and, when ingesting, ingestion running")
+@router.get("/readyz", summary="Ready to serve the API: the store answers (ingestion is reported, not required)")
 async def readyz(request: Request) -> JSONResponse:
     observability: Observability = request.app.state.observability
     store_check = await _store_check(request.app.state.store)
-    checks: dict[str, Any] = {"store": store_check, **observability.ingestion_checks()}
-    ready = store_check == "reachable" and checks.pop("ready", True)
+    checks: dict[str, Any] = {"role": request.app.state.role, "store": store_check, **observability.ingestion_checks()}
+    ready = store_check == "reachable"
     return JSONResponse(status_code=200 if ready else 503, content={"ready": ready, **checks})
 
 
@@ -50,8 +65,12 @@ async def _store_check(store: Any) -> str:
 
     try:
         await asyncio.wait_for(run_in_threadpool(probe), STORE_CHECK_TIMEOUT_SECONDS)
-    except Exception as error:  # any failure to answer means not ready, with the reason
-        return f"unreachable: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    except asyncio.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
+        log.warning("readiness: the store did not answer within %g s", STORE_CHECK_TIMEOUT_SECONDS)
+        return "unreachable: no answer in time"
+    except Exception as error:  # the reason goes to the log only: it may name hosts and users
+        log.warning("readiness: the store does not answer: %s: %s", type(error).__name__, error)
+        return "unreachable: see the server log"
     return "reachable"
 
 

@@ -27,6 +27,7 @@ Limit = Query(100, ge=0, le=10_000, description="The number of results to return
 Offset = Query(0, ge=0, le=MAX_OFFSET, description="The initial position from which to return results.")
 LastRunStates = Query(None, description="Only jobs whose latest run is in one of these states.")
 Depth = Query(20, ge=0, le=100, description="Depth of the lineage graph to create.")
+MAX_SEARCH_CHARACTERS = 200  # longer search patterns are refused (400)
 
 
 def _store(request: Request) -> Any:
@@ -144,7 +145,13 @@ def list_lineage_events(
 @router.get("/search", tags=["Search"])
 def search(
     request: Request,
-    q_: str = Query(..., alias="q", min_length=1, description="Case-insensitive pattern; % and _ are wildcards."),
+    q_: str = Query(
+        ...,
+        alias="q",
+        min_length=1,
+        max_length=MAX_SEARCH_CHARACTERS,
+        description="Case-insensitive pattern; % and _ are wildcards.",
+    ),
     filter: Literal["dataset", "job", "DATASET", "JOB"] | None = Query(None),
     sort: Literal["name", "updated_at", "NAME", "UPDATE_AT", "UPDATED_AT"] = Query("name"),
     limit: int = Query(10, ge=0, le=10_000),
@@ -169,14 +176,20 @@ def entity_stats(
 
 
 @search_v2beta.get("/jobs")
-def search_jobs(request: Request, q_: str = Query(..., alias="q", min_length=1), limit: int = Query(10, ge=0, le=10_000)) -> dict:
+def search_jobs(
+    request: Request,
+    q_: str = Query(..., alias="q", min_length=1, max_length=MAX_SEARCH_CHARACTERS),
+    limit: int = Query(10, ge=0, le=10_000),
+) -> dict:
     """Marquez's OpenSearch-backed job search as `{hits, highlights}`, answered by the /search name match."""
     return q.search_hits(_store(request), q_, "JOB", limit)
 
 
 @search_v2beta.get("/datasets")
 def search_datasets(
-    request: Request, q_: str = Query(..., alias="q", min_length=1), limit: int = Query(10, ge=0, le=10_000)
+    request: Request,
+    q_: str = Query(..., alias="q", min_length=1, max_length=MAX_SEARCH_CHARACTERS),
+    limit: int = Query(10, ge=0, le=10_000),
 ) -> dict:
     """Marquez's OpenSearch-backed dataset search as `{hits, highlights}`, answered by the /search name match."""
     return q.search_hits(_store(request), q_, "DATASET", limit)

@@ -2,15 +2,18 @@
 materialize -> store path as Kafka. One event (a JSON object, as Marquez) or a batch (a JSON
 list) -> 201; any invalid event -> 400 naming it, and nothing of the request is stored; a body
 above the maximum event size (the Kafka path's limit too) -> 413, read no further than the limit.
-The app (consumer.api.create_app) includes this router behind its bearer-token guard."""
+The app (consumer.api.create_app) includes this router behind its write-token guard; a store
+error is answered 503 (consumer.api.errors.database_error), its details logged, never echoed."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from starlette.concurrency import run_in_threadpool
 
+from consumer.api.errors import STORE_ERRORS, database_error
 from consumer.ingest.prepare import prepare
 from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import InvalidEvent, decode
@@ -48,6 +51,14 @@ async def ingest_lineage(request: Request) -> Response:
     body = await _body_within(request, limit)
     if body is None:
         return _too_large(limit)
+    # Decoding and validating a large event takes long enough to stall every other request: off the event loop.
+    try:
+        return await run_in_threadpool(_ingest, request.app.state.store, body)
+    except STORE_ERRORS as error:
+        return database_error(error, "storing events posted to /api/v1/lineage")
+
+
+def _ingest(store: Any, body: bytes) -> Response:
     try:
         decoded = decode(body)
     except InvalidEvent as error:
@@ -62,15 +73,8 @@ async def ingest_lineage(request: Request) -> Response:
         except InvalidEvent as error:
             where = f"event [{index}] " if isinstance(decoded, list) else ""
             return _bad_request(f"{where}{error}")
-    store = request.app.state.store  # the app's StoreWrites (with its hooks), or a bare Store
-    writes = store if isinstance(store, StoreWrites) else StoreWrites(store)
-    try:
-        stored = await run_in_threadpool(writes.write, prepared)
-    except DBAPIError as error:
-        cause = str(error.orig or error).splitlines()[0]
-        if isinstance(error, (OperationalError, InterfaceError)) or error.connection_invalidated:
-            return JSONResponse(status_code=503, content={"code": 503, "message": f"store unavailable: {cause}"})
-        return _bad_request(f"store rejected the events: {cause}")
+    writes = store if isinstance(store, StoreWrites) else StoreWrites(store)  # the app's (with its hooks), or a bare Store
+    stored = writes.write(prepared)
     if isinstance(decoded, list):
         return JSONResponse(status_code=201, content={"received": len(events), "stored": stored})
     return Response(status_code=201)

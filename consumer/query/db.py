@@ -1,15 +1,19 @@
-"""How the read side reaches the store: one read-only connection per question, plus the small
-row helpers every query shares (ISO times, JSON columns, LIKE escaping, paging guards)."""
+"""How the read side reaches the store: one read-only connection per question, bounded in time
+by the caller's `QueryBudget` (see `budgeted`), plus the small row helpers every query shares
+(ISO times, JSON columns, LIKE escaping, paging guards)."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, cast
+from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, cast, text
 
 from consumer.query.errors import BadParameter
 
@@ -23,10 +27,97 @@ def engine_of(store: Any) -> Engine:
     return store if isinstance(store, Engine) else store.engine
 
 
+# SQLite calls the budget's check every this many virtual-machine steps (a few microseconds each).
+SQLITE_CHECK_EVERY_STEPS = 10_000
+
+
+class QueryBudget:
+    """How long the database work of one request may take, and whether its asker still waits.
+
+    Every connection `reading` opens while the budget is current (`budgeted`) stops when the time
+    is up or on `cancel()` (the client went away), from any thread: PostgreSQL by its
+    `statement_timeout` and a cancel request, SQLite by a progress handler and `interrupt()`.
+    The statement then fails with the database's own error (`is_stopped_query` tells it apart)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.cancelled = False
+        self._lock = threading.Lock()
+        self._open: list[Any] = []  # DB-API connections working for this budget now
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            working = list(self._open)
+        for dbapi_connection in working:
+            _interrupt(dbapi_connection)
+
+    def spent(self) -> bool:
+        return self.cancelled or time.monotonic() >= self.deadline
+
+    @contextmanager
+    def bounding(self, connection: Connection) -> Iterator[None]:
+        dbapi_connection = connection.connection.dbapi_connection
+        sqlite = connection.dialect.name == "sqlite"
+        if sqlite:
+            dbapi_connection.set_progress_handler(self.spent, SQLITE_CHECK_EVERY_STEPS)  # type: ignore[union-attr]
+        else:  # for this transaction only: reading() rolls it back
+            milliseconds = max(1, int((self.deadline - time.monotonic()) * 1000))
+            connection.execute(text(f"SET LOCAL statement_timeout = {milliseconds}"))
+        with self._lock:
+            self._open.append(dbapi_connection)
+        try:
+            if self.cancelled:
+                _interrupt(dbapi_connection)
+            yield
+        finally:
+            with self._lock:
+                self._open.remove(dbapi_connection)
+            if sqlite:
+                dbapi_connection.set_progress_handler(None, 0)  # type: ignore[union-attr]
+
+
+def _interrupt(dbapi_connection: Any) -> None:
+    """Stop what the connection runs now (sqlite3: interrupt(); psycopg: a cancel request)."""
+    stop = getattr(dbapi_connection, "interrupt", None) or getattr(dbapi_connection, "cancel", None)
+    if stop is not None:
+        try:
+            stop()
+        except Exception:  # a connection closing meanwhile: nothing left to stop
+            pass
+
+
+_current_budget: ContextVar[QueryBudget | None] = ContextVar("query_budget", default=None)
+
+
+@contextmanager
+def budgeted(budget: QueryBudget) -> Iterator[QueryBudget]:
+    """Make `budget` bound every `reading` in this context (threads started from it included)."""
+    token = _current_budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _current_budget.reset(token)
+
+
+def is_stopped_query(error: BaseException) -> bool:
+    """Whether a database error is a statement stopped by its budget (timeout or cancel)."""
+    orig = getattr(error, "orig", None) or error
+    if type(orig).__name__ == "QueryCanceled":  # psycopg: statement_timeout or a cancel request
+        return True
+    return type(orig).__module__ == "sqlite3" and "interrupted" in str(orig)
+
+
 @contextmanager
 def reading(store: Any) -> Iterator[Connection]:
     with engine_of(store).connect() as connection:
-        yield connection
+        budget = _current_budget.get()
+        if budget is None:
+            yield connection
+        else:
+            with budget.bounding(connection):
+                yield connection
         connection.rollback()
 
 

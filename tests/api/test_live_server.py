@@ -11,7 +11,7 @@ from marquez_client import MarquezClient
 from consumer.api import create_app
 from tests.support.server import serving
 
-TOKEN = "s3cret-token"
+TOKEN = "5e8a0b3c9d1f4e27"
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from consumer.api import create_app
 from tests.support.events import BASE_TIME, run_event, table
 
 FOOD = "food_delivery"
-TOKEN = "tag-writer"
+TOKEN = "tag-writer-7d3f9a1c2e"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 GOLD = f"/api/v1/namespaces/file/datasets/{quote('/lake/gold', safe='')}"
 JOB = f"/api/v1/namespaces/{FOOD}/jobs/etl_delivery_7_days"

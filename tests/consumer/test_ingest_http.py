@@ -49,9 +49,9 @@ def test_bad_input_is_refused_with_the_reason_and_nothing_stored(client, store):
 
 
 def test_token_guards_ingestion_when_configured(store, monkeypatch):
-    monkeypatch.setenv("LINEAGE_API_TOKEN", "s3cret")
+    monkeypatch.setenv("LINEAGE_API_TOKEN", "4b1d9e0c7f3a2e6d")
     event = batch_write("j", [table("raw", "a", ["x"])], table("mart", "b", ["x"]))[0]
     with TestClient(create_app(store)) as client:
         refused = client.post("/api/v1/lineage", json=event)
-        accepted = client.post("/api/v1/lineage", json=event, headers={"Authorization": "Bearer s3cret"})
+        accepted = client.post("/api/v1/lineage", json=event, headers={"Authorization": "Bearer 4b1d9e0c7f3a2e6d"})
     assert refused.status_code == 401 and accepted.status_code == 201

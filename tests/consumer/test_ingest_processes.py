@@ -242,7 +242,7 @@ def test_large_and_invalid_records_are_dead_lettered_under_serve_whose_readiness
         with _serving(sqlite_url, kafka_bootstrap, topic) as (base, process):
             _wait_for(lambda: httpx.get(f"{base}/healthz").status_code == 200, "the HTTP server")
             not_ready_before_join = httpx.get(f"{base}/readyz")
-            _wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, "readiness (partitions assigned)")
+            _wait_for(lambda: _consuming(base), "readiness reporting the partitions assigned")
             with _sampling_readiness(base) as answers:  # while the bad records go through
                 _produce(kafka_bootstrap, topic, values)
                 _wait_for(lambda: _stored(store) >= len(good), "the good events stored")
@@ -255,25 +255,31 @@ def test_large_and_invalid_records_are_dead_lettered_under_serve_whose_readiness
     finally:
         store.dispose()
 
-    assert not_ready_before_join.status_code in (200, 503)  # 503 until the group assigned the partition
-    if not_ready_before_join.status_code == 503:
+    assert not_ready_before_join.status_code == 200  # the API serves before the group assigned the partition
+    if not not_ready_before_join.json()["consuming"]:
         assert not_ready_before_join.json()["partitions"] == []
-    assert ready.status_code == 200 and ready.json()["ingestion"] == "running"
-    assert answers and set(answers) == {200}  # the loop never went down, and readiness never said otherwise
+    assert ready.status_code == 200 and ready.json()["ingestion"] == "running" and ready.json()["consuming"]
+    assert answers and set(answers) == {True}  # the loop never went down, and readiness never said otherwise
     assert dead == {"invalid": 1, "too_large": 1} and running == (1, 0)
 
 
+def _consuming(base: str) -> bool:
+    """/readyz answers 200 (the API serves) and reports the ingestion consuming its partitions."""
+    answer = httpx.get(f"{base}/readyz", timeout=10)
+    return answer.status_code == 200 and bool(answer.json()["consuming"])
+
+
 @contextmanager
-def _sampling_readiness(base: str) -> Iterator[list[int]]:
-    """GET /readyz every 50 ms in a thread until the block ends; the status codes answered."""
+def _sampling_readiness(base: str) -> Iterator[list[bool]]:
+    """GET /readyz every 50 ms in a thread until the block ends: whether it reported the ingestion consuming."""
     import threading
 
-    answers: list[int] = []
+    answers: list[bool] = []
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            answers.append(httpx.get(f"{base}/readyz", timeout=10).status_code)
+            answers.append(_consuming(base))
             done.wait(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -311,7 +317,7 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
     """`serve` watched through /metrics and /readyz while events arrive: every counter moves by
     what happened (stored, dead-lettered by class, batch sizes, transactions, lag per partition,
     HTTP requests by route and status); re-read events are not counted twice; a killed broker
-    turns readiness and `lineage_broker_reachable` down (the process stays alive), and ingestion
+    shows in readiness's report and `lineage_broker_reachable` (the process stays alive and ready to serve the API), and ingestion
     resumes when a broker is back on the same address."""
     broker = start_broker()
     topic = unique_topic("watched", broker.bootstrap, partitions=2)
@@ -323,7 +329,7 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
     job_route = "/api/v1/namespaces/{namespace}/jobs/{job}"
     try:
         with _serving(sqlite_url, broker.bootstrap, topic, "--batch-size", "2", "--max-event-bytes", "20000") as (base, process):
-            _wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, "readiness")
+            _wait_for(lambda: _consuming(base), "readiness reporting the ingestion consuming")
             before = _metrics(base)
             _produce(broker.bootstrap, topic, _keyed(events) + [(b"bad", b"not json"), too_large])
             sampled_lags: list[dict[str, float]] = []
@@ -350,14 +356,18 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
 
             broker.stop()
             gone = _wait_for(
-                lambda: (response := httpx.get(f"{base}/readyz")).status_code == 503 and response, "readiness to drop", 60
+                lambda: (
+                    (response := httpx.get(f"{base}/readyz")).status_code == 200 and not response.json()["consuming"] and response
+                ),
+                "readiness to report the ingestion not consuming",
+                60,
             )
             down = _metrics(base)
             alive = httpx.get(f"{base}/healthz").status_code
 
             back = start_broker(port=broker.port)  # an empty broker (memory storage) on the same address
             _create_topic(back.bootstrap, topic, partitions=2)
-            _wait_for(lambda: httpx.get(f"{base}/readyz").status_code == 200, "readiness after the broker came back", 90)
+            _wait_for(lambda: _consuming(base), "consuming again after the broker came back", 90)
             _produce(back.bootstrap, topic, _keyed(late))
             _wait_for(
                 lambda: _sample(_metrics(base), "lineage_events_stored_total") >= len(events) + len(late),
@@ -396,7 +406,7 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
     # A redelivery is stored as a batch but not counted as new events.
     assert _sample(redelivered, "lineage_events_stored_total") == len(events)
     assert _sample(resumed, "lineage_events_stored_total") == len(events) + len(late)
-    # The killed broker: not ready, unreachable, still alive; then back and ingesting.
+    # The killed broker: reported unreachable, the API still served; then back and ingesting.
     assert gone.json()["broker"] == "unreachable" and _sample(down, "lineage_broker_reachable") == 0 and alive == 200
     assert _sample(after, "lineage_broker_reachable") == 1 and _sample(resumed, "lineage_broker_reachable") == 1
     assert still_running
@@ -448,7 +458,7 @@ def test_a_failed_ingestion_loop_under_serve_is_logged_reported_and_restarted(sq
     thread = threading.Thread(target=_supervise, args=(first, settings, sqlite_store, observability, stop), daemon=True)
     thread.start()
     try:
-        _wait_for(lambda: observability.ingestion_checks()["ready"], "the restarted loop to own the partition")
+        _wait_for(lambda: observability.ingestion_checks()["consuming"], "the restarted loop to own the partition")
         _produce(kafka_bootstrap, topic, _keyed(_events(1)))
         _wait_for(lambda: _stored(sqlite_store) == 2, "events stored by the restarted loop")
         restarts = metric_value(observability.render()[0].decode(), "lineage_ingestion_restarts_total")

@@ -16,12 +16,14 @@ from consumer.settings import documented_options
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERRIDE = "deploy/compose.local.yml"
+TOKEN = "3d9f1a7c5e2b8d4f6a0c9e1b7d3f5a2c"
 
 
 def _config(*files: str, env: dict[str, str] | None = None) -> dict:
     assert shutil.which("docker"), "the docker CLI is missing (./run tests installs it)"
     arguments = [part for name in files for part in ("-f", name)]
-    environment = {name: value for name, value in os.environ.items() if not name.startswith("STACK_")} | (env or {})
+    environment = {name: value for name, value in os.environ.items() if not name.startswith(("STACK_", "LINEAGE_"))}
+    environment |= {"LINEAGE_API_TOKEN": TOKEN} if env is None else env
     result = subprocess.run(
         ["docker", "compose", *arguments, "--profile", "jobs", "config"],
         cwd=ROOT,
@@ -32,6 +34,20 @@ def _config(*files: str, env: dict[str, str] | None = None) -> dict:
     )
     assert result.returncode == 0, f"docker compose config failed:\n{result.stderr}"
     return yaml.safe_load(result.stdout)
+
+
+def _config_error(*files: str) -> str:
+    environment = {name: value for name, value in os.environ.items() if not name.startswith(("STACK_", "LINEAGE_"))}
+    result = subprocess.run(
+        ["docker", "compose", *[part for name in files for part in ("-f", name)], "config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+    )
+    assert result.returncode != 0
+    return result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +78,27 @@ def test_public_kafka_is_reachable_from_the_containers_and_from_the_host(public:
     host_port = advertised["HOST"].rsplit(":", 1)[1]
     container_port = kafka["environment"]["KAFKA_LISTENERS"].split("HOST://:")[1].split(",")[0]
     assert [(str(port["published"]), str(port["target"])) for port in kafka["ports"]] == [(host_port, container_port)]
+
+
+def test_every_port_is_published_on_loopback_only_and_the_api_needs_a_token(public: dict) -> None:
+    for name in ("kafka", "consumer", "web"):
+        for port in public["services"][name]["ports"]:
+            assert port["host_ip"] == "127.0.0.1", (name, port)
+    consumer = public["services"]["consumer"]["environment"]
+    assert consumer["LINEAGE_API_TOKEN"] == TOKEN
+    assert "LINEAGE_API_TOKEN" in _config_error("docker-compose.yml"), "no token: compose refuses to start"
+
+
+def test_images_are_pinned(public: dict) -> None:
+    for name, service in public["services"].items():
+        if "image" in service:
+            tag = service["image"].rpartition(":")[2]
+            assert tag != "latest" and any(c.isdigit() for c in tag) and "." in tag, (name, service["image"])
+    for dockerfile in ("consumer.Dockerfile", "spark-job.Dockerfile"):
+        text = (ROOT / "deploy" / dockerfile).read_text()
+        base = next(line for line in text.splitlines() if line.startswith("ARG BASE_IMAGE="))
+        assert base.count(".") >= 2 and ":latest" not in base, base
+        assert "\nUSER 10001" in text, f"{dockerfile}: runs as an unprivileged user"
 
 
 def test_local_variant_uses_host_networking_and_local_images_only(local: dict) -> None:
@@ -108,11 +145,14 @@ def test_local_ports_default_to_their_documented_values(local: dict) -> None:
 def test_each_local_port_moves_everywhere_it_is_used() -> None:
     """./run stack moves a port that is taken: every service, healthcheck and URL naming it must follow."""
     moved = {"STACK_BROKER_PORT": "41001", "STACK_POSTGRES_PORT": "41002", "STACK_API_PORT": "41003", "STACK_WEB_PORT": "41004"}
+    moved |= {"LINEAGE_API_TOKEN": TOKEN}
     services = _config("docker-compose.yml", OVERRIDE, env=moved)["services"]
     text = yaml.safe_dump(services)
     for default in ("59092", "55432", "55000", "53000"):
         assert default not in text, f"port {default} is fixed somewhere"
-    broker, postgres, api, web = moved.values()
+    broker, postgres, api, web = (
+        moved[name] for name in ("STACK_BROKER_PORT", "STACK_POSTGRES_PORT", "STACK_API_PORT", "STACK_WEB_PORT")
+    )
     assert f"tcp://127.0.0.1:{broker}" in services["kafka"]["command"]
     assert broker in str(services["kafka"]["healthcheck"]["test"])
     assert services["consumer"]["environment"]["KAFKA_BOOTSTRAP_SERVERS"] == f"127.0.0.1:{broker}"

@@ -142,7 +142,14 @@ def list_dataset_versions(store: Any, namespace: str, name: str, limit: int, off
         return {"versions": [version_shape(dataset, r, runs.get(r.run_id), lineage) for r in rows], "totalCount": total}
 
 
+# A page of raw events ends early once this many bytes of them are in it (always at least one
+# event): `limit` events of up to the largest event size each would not fit in memory otherwise.
+EVENTS_PAGE_BYTES = 16 * 1024 * 1024
+
+
 def lineage_events(store: Any, before: str | None, after: str | None, direction: str, limit: int, offset: int) -> dict:
+    """Marquez's events page; it may hold fewer than `limit` events (EVENTS_PAGE_BYTES): the next
+    page starts at `offset` plus the events returned."""
     check_page(limit, offset)
     conditions = []
     if (upper := parse_instant(before, "before")) is not None:
@@ -152,9 +159,16 @@ def lineage_events(store: Any, before: str | None, after: str | None, direction:
     order = s.lineage_events.c.event_time.asc() if direction == "asc" else s.lineage_events.c.event_time.desc()
     tiebreak = s.lineage_events.c.id.asc() if direction == "asc" else s.lineage_events.c.id.desc()
     with reading(store) as conn:
-        payloads = conn.execute(
-            select(s.lineage_events.c.payload).where(*conditions).order_by(order, tiebreak).limit(limit).offset(offset)
-        ).scalars()
-        events = [json.loads(p) for p in payloads]
+        # streamed a few at a time: the rows past the byte bound are never fetched
+        query = select(s.lineage_events.c.payload).where(*conditions).order_by(order, tiebreak).limit(limit).offset(offset)
+        payloads = conn.execution_options(yield_per=16).execute(query).scalars()
+        events: list[Any] = []
+        size = 0
+        for payload in payloads:
+            if events and size + len(payload) > EVENTS_PAGE_BYTES:
+                break
+            size += len(payload)
+            events.append(json.loads(payload))
+        payloads.close()
         total = conn.execute(select(func.count()).select_from(s.lineage_events).where(*conditions)).scalar_one()
         return {"events": events, "totalCount": total}

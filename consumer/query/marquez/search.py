@@ -138,9 +138,27 @@ def _dataset_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
 
 
 def _highlight(text: str, name: str) -> dict[str, list[str]]:
-    # the LIKE pattern as a regex: % any run, _ any one character, everything else literal
-    regex = "".join(".*?" if c == "%" else "." if c == "_" else re.escape(c) for c in text.strip("%"))
-    found = re.search(regex, name, re.IGNORECASE)
-    if found is None or not found.group(0):
+    found = like_span(text, name)
+    if found is None or found[0] == found[1]:
         return {}
-    return {"name": [f"{name[: found.start()]}<em>{found.group(0)}</em>{name[found.end() :]}"]}
+    start, end = found
+    return {"name": [f"{name[:start]}<em>{name[start:end]}</em>{name[end:]}"]}
+
+
+def like_span(pattern: str, name: str) -> tuple[int, int] | None:
+    """Where the LIKE `pattern` (% any run, _ any one character, case-insensitive) first matches
+    inside `name`, as (start, end), or None. Each %-separated piece is found at its earliest place
+    after the previous one: a piece found later could only leave less room for the rest, so this
+    finds a match whenever there is one, in time proportional to the name times the pattern, never
+    backtracking (a regex of lazy `.*?` runs does, badly, on long names)."""
+    pieces = [piece for piece in pattern.split("%") if piece]
+    start = end = None
+    position = 0
+    for piece in pieces:
+        regex = re.compile("".join("." if c == "_" else re.escape(c) for c in piece), re.IGNORECASE | re.DOTALL)
+        found = regex.search(name, position)
+        if found is None:
+            return None
+        start = found.start() if start is None else start
+        end = position = found.end()
+    return (0, 0) if start is None or end is None else (start, end)  # no piece: matches, empty
