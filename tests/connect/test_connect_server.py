@@ -318,8 +318,9 @@ def test_a_connect_run_is_stored_and_queried_like_any_other(outcome: Outcome, st
 
     from consumer.api import create_app
 
-    token = {"Authorization": "Bearer t0ken"}
-    with TestClient(create_app(store, SimpleNamespace(api_token="t0ken")), raise_server_exceptions=False) as client:
+    secret = "5e1f0c2a9b7d4e36"
+    token = {"Authorization": f"Bearer {secret}"}
+    with TestClient(create_app(store, SimpleNamespace(api_token=secret)), raise_server_exceptions=False) as client:
         assert client.post("/api/v1/lineage", json=outcome.server_events, headers=token).status_code == 201
         jobs = client.get(f"/api/v1/namespaces/{NAMESPACE_A}/jobs", params={"limit": 100}).json()["jobs"]
         assert f"{CLIENT_A}.create_data_source_table_as_select_command.default_{CLIENT_A}_ranked" in {job["name"] for job in jobs}
