@@ -13,7 +13,7 @@ tables, its table dropped after it.
 Measured, by wrapping the emitter's own entry points in this process:
 - listener-bus time per callback: `BatchListener._on_action` (capture and handing over to the
   attachment's thread), per callback, Connect sessions and the classic session apart;
-- pipeline-thread time per build: `Pipeline.emit_actions`;
+- pipeline-thread time per build: `PipelineWorker.build_actions`;
 - all emitter work per statement: both summed over the run, divided by the statements;
 - per Connect session, once: attaching at its first operation (`ConnectSessions._attach`);
 - wall time per statement as the client sees it, plain and emitted Connect sessions.
@@ -100,16 +100,13 @@ def distribution(values: list[float]) -> str:
 def install_timers(timings: Timings) -> None:
     from emitter.listener.batch import BatchListener
     from emitter.listener.connect import ConnectSessions
-    from emitter.pipeline import Pipeline
+    from emitter.listener.worker import PipelineWorker
 
-    def kind_of_pipeline(pipeline: Any) -> str:
-        return "connect" if pipeline.session.connect is not None else "classic"
+    def kind_of_worker(worker: Any) -> str:
+        return "connect" if worker.context.session.connect is not None else "classic"
 
-    def kind_of_listener(listener: Any) -> str:
-        return kind_of_pipeline(listener.pipeline.pipeline)  # the listener's sink is the attachment's worker
-
-    timings.wrap(BatchListener, "_on_action", lambda listener: f"{kind_of_listener(listener)} callback")
-    timings.wrap(Pipeline, "emit_actions", lambda pipeline: f"{kind_of_pipeline(pipeline)} build")
+    timings.wrap(BatchListener, "_on_action", lambda listener: f"{kind_of_worker(listener.sink)} callback")
+    timings.wrap(PipelineWorker, "build_actions", lambda worker: f"{kind_of_worker(worker)} build")
     timings.wrap(ConnectSessions, "_attach", lambda _: "connect session attach")
 
 

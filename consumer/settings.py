@@ -168,8 +168,8 @@ _CHOICES = {"log_format": ("text", "json"), "prepare_process": ("auto", "yes", "
 # Switches: given on the command line without a value; their environment variable is 1/true/yes or not.
 _SWITCHES = {"insecure_no_token"}
 # Secrets are read from these environment variables (or a file named by a flag), never from a flag's value.
-TOKEN_ENV = "LINEAGE_API_TOKEN"
-READ_TOKEN_ENV = "LINEAGE_API_READ_TOKEN"
+TOKEN_ENV = "LINEAGE_API_TOKEN"  # noqa: S105 - the name of the variable that holds the token, not a token
+READ_TOKEN_ENV = "LINEAGE_API_READ_TOKEN"  # noqa: S105 - the name of the variable that holds the token, not a token
 _SECRET_ENVIRONMENT = (
     (TOKEN_ENV, "the write token (ingestion, tags, deletes); none: writes open (loopback only, see --insecure-no-token)"),
     (READ_TOKEN_ENV, "the read token the other /api routes require; none: reads open"),
@@ -234,21 +234,6 @@ class Settings:
     @property
     def read_token(self) -> str | None:
         return _secret(self.read_token_file, READ_TOKEN_ENV)
-
-    @property
-    def limits(self):  # type: ignore[no-untyped-def]
-        """The API's bounds (consumer.api.limits.Limits)."""
-        from consumer.api.limits import Limits, default_slots
-
-        return Limits(
-            concurrent_requests=self.concurrent_requests or default_slots(),
-            queued_requests=self.queued_requests,
-            queue_seconds=self.queue_timeout,
-            body_bytes=self.max_body_bytes,
-            event_bytes=self.max_event_bytes,
-            body_seconds=self.body_timeout,
-            statement_seconds=self.statement_timeout,
-        )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Settings:

@@ -52,7 +52,7 @@ def run_pipeline(work_dir: Path, stack: Stack) -> int:
         raise RuntimeError("the emitter did not attach (disabled by OPENLINEAGE_DISABLED?); see the log")
     run(spark, work_dir)
     spark.stop()  # completes the application run and flushes the transport
-    return attachment.pipeline.emitted_events
+    return attachment.worker.emitted_events
 
 
 def print_answers(api_url: str) -> None:
@@ -79,7 +79,7 @@ def print_answers(api_url: str) -> None:
         print(f"\n== {title}\n")
         try:
             print(answer())
-        except Exception as error:  # one failed question must not hide the others
+        except Exception as error:  # noqa: BLE001 - one failed question must not hide the others
             print(f"(no answer: {error})")
 
 

@@ -76,7 +76,7 @@ def start_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
         "memory://tansu/",
     ]
     with log_path.open("wb") as log_file:
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: S603 - the broker binary the package ships, no shell
             command, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
         )
     broker = RunningBroker(port=port, process=process, log_path=log_path)

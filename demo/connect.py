@@ -39,7 +39,7 @@ def run_pipeline_on_connect(work_dir: Path, transport_env: Mapping[str, str], na
     command = [sys.executable, "-m", "emitter", "connect-server", "--port", str(port)]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    server = subprocess.Popen(
+    server = subprocess.Popen(  # noqa: S603 - the project's own program, no shell
         command, cwd=work_dir, env={**os.environ, **transport_env}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
     try:
@@ -64,7 +64,8 @@ def run_pipeline_on_connect(work_dir: Path, transport_env: Mapping[str, str], na
 
 
 def _wait_until_listening(server: subprocess.Popen[str]) -> None:
-    assert server.stdout is not None
+    if server.stdout is None:
+        raise RuntimeError("the Spark Connect server's output is not readable")
     deadline = time.monotonic() + SERVER_START_TIMEOUT_S
     while time.monotonic() < deadline:
         line = server.stdout.readline()

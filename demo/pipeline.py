@@ -28,7 +28,7 @@ def build_session(app_name: str, warehouse: Path) -> Any:
 
 def run(spark: Any, out_dir: Path) -> None:
     from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # noqa: N812 - PySpark's own convention
     from pyspark.sql.types import StringType
 
     raw = out_dir / "raw"

@@ -117,7 +117,7 @@ class Stack:
     ) -> str:
         shown = what or " ".join(command[:3])
         try:
-            result = subprocess.run(
+            result = subprocess.run(  # noqa: S603 - the project's own programs, no shell
                 command,
                 cwd=ROOT,
                 env=self.env,

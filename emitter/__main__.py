@@ -56,13 +56,9 @@ def run_script(script: str, script_args: Sequence[str]) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
         runpy.run_path(script, run_name="__main__")
-    except SystemExit as exit_request:
+    finally:
         listener.close_all()
-        raise exit_request
-    except BaseException:
-        listener.close_all()
-        raise
-    listener.close_all()
+        listener.uninstall_auto_attach()
     return 0
 
 

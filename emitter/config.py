@@ -34,6 +34,9 @@ class EmitterConfig:
     full_job_name: str | None = None
     disabled: bool = False
     emit_reads: bool = False  # collect/count/show become runs with inputs only
+    # `spark.openlineage.raiseMaxToStringFields`: raise the session's spark.sql.debug.maxToStringFields
+    # while attached, unless the user set it (Spark truncates long field lists in plans beyond it)
+    raise_max_to_string_fields: bool = True
     transport: Mapping[str, Any] | None = field(default=None)  # None: openlineage-python decides
     close_timeout_s: float = 10.0  # bound on flushing the transport at exit
     listener_bus_timeout_ms: int = 10_000  # bound on waiting for pending Spark callbacks at exit
@@ -43,19 +46,22 @@ class EmitterConfig:
         return {"transport": dict(self.transport)} if self.transport else None
 
 
-# attach(config=...) keys and their spark.openlineage.* / env equivalents
+# attach(config=...) keys and their spark.openlineage.* / env equivalents: the one list of them
 _SPARK_KEYS = {
     "namespace": "namespace",
     "jobName": "job_name",
     "fullJobName": "full_job_name",
     "disabled": "disabled",
     "emitReads": "emit_reads",
+    "raiseMaxToStringFields": "raise_max_to_string_fields",
     "closeTimeoutSeconds": "close_timeout_s",
 }
+SPARK_CONF_KEYS = tuple(SPARK_CONF_PREFIX + key for key in _SPARK_KEYS)  # what the listener reads off a session
 _ENV_KEYS = {"OPENLINEAGE_NAMESPACE": "namespace", "OPENLINEAGE_DISABLED": "disabled"}
 _CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "disabled": _as_bool,
     "emit_reads": _as_bool,
+    "raise_max_to_string_fields": _as_bool,
     "close_timeout_s": float,
     "listener_bus_timeout_ms": int,
 }

@@ -1,27 +1,25 @@
-"""From captures to emitted OpenLineage events: the emitter's one composition point.
+"""From captures to OpenLineage events: pure functions of (capture, attachment context).
 
-The listeners (py4j threads) hand batch actions to `Pipeline.accept(capture)`, which decides at
-once which actions are ready to become runs (the dedupe of wrapper commands), and the events
-are then built by `emit_actions(ready)` (`handle` does both); streaming callbacks go to
-`handle_stream(capture)`. The attachment runs the building off Spark's listener bus, in
-arrival order (`emitter.listener.worker`). Everything here is plain Python over
-plain data: the dedupe of wrapper commands, column lineage, facets and events. The only way out
-is `client.emit` (the transport). Column lineage comes from the pure engine (`emitter.plan` +
-`emitter.lineage`); if it fails the event is still sent, without the columnLineage facet, and
-a warning is logged.
+`action_events(capture, context)` builds the runs of one batch action (after the listener's
+wrapper-command dedupe, `emitter.dedupe`), `stream_events(capture, context)` the events of one
+streaming callback; both return a list of events and change nothing. What they need of the
+attachment is in the frozen `Context`: settings, session facts, the parent application run,
+and the streaming runs live at that moment (by query id; `streams.StreamRuns` keeps them on
+the attachment's pipeline thread, `emitter.listener.worker`). Nothing here does I/O, holds a
+lock or keeps state: handing the events to the transport is the caller's business.
+
+Column lineage comes from the pure engine (`emitter.plan` + `emitter.lineage`); if it fails the
+event is still built, without the columnLineage facet, and a warning is logged.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict, deque
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from attrs import evolve
+from attrs import evolve, field, frozen
 from openlineage.client.event_v2 import InputDataset, OutputDataset, RunEvent
 
 from emitter import events, facets, lineage, plan, streams
@@ -40,360 +38,69 @@ from emitter.snapshots import Snapshot, distinct_partitions
 
 log = logging.getLogger(__name__)
 
-# Commands that only wrap a nested data-writing command: Spark reports both (the nested one
-# first, with a higher QueryExecution id); the nested one is the run, the wrapper is dropped.
-WRAPPER_COMMANDS = frozenset(
-    {
-        "SaveAsV1TableCommand",
-        "CreateDataSourceTableAsSelectCommand",
-        "CreateHiveTableAsSelectCommand",
-        "OptimizedCreateHiveTableAsSelectCommand",
-        "InsertIntoDataSourceDirCommand",
-        "InsertIntoHiveDirCommand",
+
+@frozen
+class Context:
+    """What building an attachment's events needs besides the capture."""
+
+    config: EmitterConfig
+    session: SessionInfo
+    app_run_id: str
+    app_job: tuple[str, str]
+    table_namespace: str
+    stream_runs: Mapping[str, streams.StreamingRun] = field(factory=dict)  # query id -> its live run
+
+    def with_streams(self, live: Mapping[str, streams.StreamingRun]) -> Context:
+        return evolve(self, stream_runs=live)
+
+
+def new_context(config: EmitterConfig, session: SessionInfo, app_run_id: str | None = None) -> Context:
+    """The context of a new attachment: a new application run (unless `app_run_id` is given)."""
+    return Context(
+        config=config,
+        session=session,
+        app_run_id=app_run_id or events.new_run_id(),
+        app_job=(config.namespace, normalize(session.app_name) or "spark"),
+        table_namespace=table_namespace(session.warehouse_dir, session.metastore_uri),
+    )
+
+
+# application run -------------------------------------------------------------------------
+def application_event(context: Context, event_type: str, when: datetime | None = None) -> RunEvent:
+    """START or COMPLETE of the application run every action and streaming query is a child of."""
+    return events.build_run_event(
+        event_type,
+        when or datetime.now(timezone.utc),
+        context.app_run_id,
+        context.app_job,
+        run_facets=session_run_facets(context),
+        job_facets={"jobType": facets.job_type_facet("BATCH", "APPLICATION")},
+    )
+
+
+def session_run_facets(context: Context) -> dict[str, Any]:
+    """The run facets of every run of the attachment: the engine, and the Spark Connect session it serves."""
+    return {
+        "processing_engine": facets.processing_engine_facet(context.session.spark_version),
+        **facets.connect_session_facets(context.session.connect),
     }
-)
-RECENT_WRITES_KEPT = 64
-PENDING_KEPT = 16
-NESTED_WRITE_FUNC = "file source write"
-# Streaming runs remembered after they end, so late foreachBatch captures still find their parent.
-REMEMBERED_RUNS = 256
 
 
-class Pipeline:
-    """Turns captures into runs under one parent application run and emits them."""
-
-    def __init__(self, config: EmitterConfig, session: SessionInfo, client: Any) -> None:
-        self.config = config
-        self.session = session
-        self.client = client
-        self.table_namespace = table_namespace(session.warehouse_dir, session.metastore_uri)
-        self.app_run_id = events.new_run_id()
-        self.app_job = (config.namespace, normalize(session.app_name) or "spark")
-        self.session_facets = facets.connect_session_facets(session.connect)  # on every run of the session
-        self._pending: list[Capture] = []  # nested writes waiting for their wrapper commands, oldest first
-        self._merged: deque[tuple[str, int]] = deque(maxlen=RECENT_WRITES_KEPT)  # (table, wrapper qe id)
-        self._streams: OrderedDict[str, streams.StreamingRun] = OrderedDict()  # query id -> its live run
-        self._lock = threading.Lock()
-        self._app_completed = False
-        self._closed = False  # after the application COMPLETE nothing more is emitted
-        self.emitted_events = 0  # handed to the transport (which may still be delivering them)
-
-    # application run -------------------------------------------------------------------
-    def start_application(self, when: datetime | None = None) -> None:
-        self.emit(self._application_event("START", when))
-
-    def complete_application(self, when: datetime | None = None) -> None:
-        with self._lock:
-            if self._app_completed:
-                return
-            self._app_completed = True
-        self.flush()
-        self.emit(self._application_event("COMPLETE", when))
-        self._closed = True
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _application_event(self, event_type: str, when: datetime | None) -> RunEvent:
-        return events.build_run_event(
-            event_type,
-            when or datetime.now(timezone.utc),
-            self.app_run_id,
-            self.app_job,
-            run_facets={"processing_engine": facets.processing_engine_facet(self.session.spark_version), **self.session_facets},
-            job_facets={"jobType": facets.job_type_facet("BATCH", "APPLICATION")},
-        )
-
-    # actions ---------------------------------------------------------------------------
-    def handle(self, capture: Capture) -> list[RunEvent]:
-        """Build and emit the events of one Spark action; returns them (empty when held or skipped)."""
-        return self.emit_actions(self.accept(capture))
-
-    def accept(self, capture: Capture) -> list[Capture]:
-        """The actions ready to become runs now that `capture` arrived (cheap: no lineage yet).
-        Called in the order Spark reports actions, so that `merges` always knows what is held."""
-        if self._closed:
-            return []
-        with self._lock:
-            return self._dedupe(capture)
-
-    def merges(self, command: str, wrapper_id: int, wrapper_target: RelationInfo) -> bool:
-        """Whether a write command (class, QueryExecution id, target) is a wrapper that will be
-        merged into a nested write already handed over: then the listener need not copy its
-        plan, leaves or snapshots."""
-        if command not in WRAPPER_COMMANDS:
-            return False
-        table = wrapper_target.table.name.lower() if wrapper_target.table is not None else ""
-        with self._lock:
-            pending = any(wraps(wrapper_id, wrapper_target, nested) for nested in self._pending)
-            return pending or self._wraps_merged(wrapper_id, table)
-
-    def _wraps_merged(self, wrapper_id: int, table: str) -> bool:
-        """Whether a wrapper is an outer wrapper of a write already merged (saveAsTable reports
-        two: both carry the table, the outer one with the lower QueryExecution id)."""
-        return any(name == table and qe_id > wrapper_id for name, qe_id in self._merged)
-
-    @property
-    def wants_reads(self) -> bool:
-        """Whether actions that write nothing become runs (`emitReads`)."""
-        return self.config.emit_reads
-
-    def flush(self) -> list[RunEvent]:
-        """Emit the nested writes still waiting for their wrappers (at the end of the application)."""
-        with self._lock:
-            ready, self._pending = self._pending, []
-        return self.emit_actions(ready)
-
-    def emit_actions(self, actions: list[Capture]) -> list[RunEvent]:
-        """Build and emit the runs of actions `accept` returned; returns their events."""
-        built = [event for action in actions for event in build_action_events(action, self)]
-        for event in built:
-            self.emit(event)
-        return built
-
-    def _dedupe(self, capture: Capture) -> list[Capture]:
-        """The actions ready to become runs once `capture` arrived.
-
-        Spark reports one saveAsTable / CTAS as a nested data write (first, with a higher
-        QueryExecution id; see `is_nested_write`) and then each wrapper command. The nested
-        write is held until its wrapper arrives and merged into it (the wrapper knows the
-        catalog table; the nested write the path, metrics and plan); outer wrappers of an
-        already merged write are dropped. Writes of other threads may come in between, so
-        several nested writes can wait at once, each for the wrapper that `wraps` it.
-        """
-        if is_nested_write(capture):
-            self._pending.append(capture)
-            overflow = len(self._pending) - PENDING_KEPT
-            if overflow > 0:  # a wrapper that never came: emit the write as it is
-                ready, self._pending = self._pending[:overflow], self._pending[overflow:]
-                return ready
-            return []
-        if capture.write is not None and capture.write.command in WRAPPER_COMMANDS:
-            table = _table_name(capture)
-            for pending in self._pending:
-                if wraps(capture.query_execution_id, capture.write.target, pending):
-                    self._pending.remove(pending)
-                    self._merged.append((table, capture.query_execution_id))
-                    return [merge_nested(pending, capture)]
-            if self._wraps_merged(capture.query_execution_id, table):
-                return []
-        if capture.write is not None or (self.config.emit_reads and capture.leaves):
-            return [capture]
-        return []
-
-    # streaming queries ---------------------------------------------------------------
-    def handle_stream(self, capture: StreamCapture) -> list[RunEvent]:
-        """Build and emit the event of one streaming callback; returns it (empty for a query not seen start)."""
-        if self._closed:
-            return []
-        with self._lock:
-            if isinstance(capture, StreamStarted):
-                run: streams.StreamingRun | None = self._started_run(capture)
-            else:
-                run = self._streams.get(capture.query_id)
-        if run is None or (not isinstance(capture, StreamStarted) and not streams.is_of(run, capture)):
-            return []
-        event = self._stream_event(run, capture)
-        self.emit(event)
-        return [event]
-
-    def _started_run(self, started: StreamStarted) -> streams.StreamingRun:
-        if self.config.full_job_name:
-            job = (self.config.namespace, self.config.full_job_name)
-        else:
-            app = self.config.job_name or self.session.app_name
-            job = streams.job_for(app, self.config.namespace, started.name, started.query_id, started.sink)
-        lineage_facet = None
-        if started.sink is not None and started.sink.relation is not None and started.plan_json:
-            relations = streams.lineage_relations(started)
-            lineage_facet = column_lineage_facet(started.plan_json, {}, None, relations, self.table_namespace)
-        run = streams.StreamingRun(started, job, lineage_facet)
-        self._streams.pop(started.query_id, None)
-        self._streams[started.query_id] = run
-        while len(self._streams) > REMEMBERED_RUNS:
-            self._streams.popitem(last=False)
-        return run
-
-    def _stream_event(self, run: streams.StreamingRun, capture: StreamCapture) -> RunEvent:
-        progress = capture if isinstance(capture, StreamProgress) else None
-        run_facets: dict[str, Any] = {
-            "processing_engine": facets.processing_engine_facet(self.session.spark_version),
-            "parent": self.parent_facet(),
-            **self.session_facets,
-        }
-        event_type = "START"
-        if progress is not None:
-            event_type = "RUNNING"
-            run_facets["microBatch"] = facets.micro_batch_facet(progress.batch)
-        elif isinstance(capture, StreamEnded):
-            event_type = "COMPLETE"
-            if capture.error_message is not None:
-                event_type = "FAIL"
-                run_facets["errorMessage"] = facets.error_facet(capture.error_message, capture.error_class)
-        return events.build_run_event(
-            event_type,
-            capture.when,
-            run.run_id,
-            run.job,
-            run_facets=run_facets,
-            job_facets={"jobType": facets.job_type_facet("STREAMING", "JOB")},
-            inputs=self._stream_inputs(run, progress),
-            outputs=self._stream_outputs(run, progress),
-        )
-
-    def _stream_inputs(self, run: streams.StreamingRun, progress: StreamProgress | None) -> list[InputDataset]:
-        started = run.started
-        built: dict[tuple[str, str], InputDataset] = {}
-        described: list[tuple[RelationInfo, Snapshot | None]] = [
-            (source.relation, streams.source_snapshot(source, progress)) for source in started.sources if source.relation
-        ]
-        for key, relation in started.static_inputs.items():
-            snapshot = progress.static_snapshots.get(key) if progress is not None else None
-            described.append((relation, evolve(snapshot, batch_id=progress.batch.batch_id) if snapshot and progress else None))
-        for relation, snapshot in described:
-            for one in streams.one_per_path(relation):  # a Kafka source: a dataset per topic
-                dataset = events.input_dataset(one, self.table_namespace, facets.snapshot_facets(snapshot))
-                if dataset is not None:
-                    built.setdefault((dataset.namespace, dataset.name), dataset)
-        return list(built.values())
-
-    def _stream_outputs(self, run: streams.StreamingRun, progress: StreamProgress | None) -> list[OutputDataset]:
-        sink = run.started.sink
-        if sink is None or sink.relation is None:
-            return []
-        extra: dict[str, Any] = {}
-        if run.column_lineage is not None:
-            extra["columnLineage"] = run.column_lineage
-        extra.update(facets.snapshot_facets(streams.sink_snapshot(run, progress)))
-        dataset = events.output_dataset(sink.relation, self.table_namespace, extra)
-        return [dataset] if dataset is not None else []
-
-    def with_micro_batch_sources(self, capture: Capture) -> Capture:
-        """A write inside foreachBatch reads a LogicalRDD over its streaming query's output:
-        give the engine the query's plan for it (as for a cached DataFrame) and the query's
-        sources as leaves, so the write's inputs and column lineage name the stream's sources."""
-        tag = capture.micro_batch
-        if tag is None or not capture.plan_json:
-            return capture
-        with self._lock:
-            run = self._streams.get(tag.query_id)
-        if run is None or run.run_id != tag.run_id or not run.started.plan_json:
-            return capture
-        try:
-            batch_keys = streams.micro_batch_leaf_keys(capture.plan_json, run.started.plan_json)
-        except plan.PlanError as error:
-            log.warning("micro-batch lineage not traced: %s", error)
-            return capture
-        if not batch_keys:
-            return capture
-        sources = {key: relation for key, relation in streams.lineage_relations(run.started).items() if key not in capture.leaves}
-        return evolve(
-            capture,
-            cached_plan_jsons={**capture.cached_plan_jsons, **{key: run.started.plan_json for key in batch_keys}},
-            leaves={**sources, **capture.leaves},
-        )
-
-    def parent_of(self, capture: Capture) -> Any:
-        """The parent run facet of an action: the streaming run whose micro-batch ran it
-        (`foreachBatch`), else the application run."""
-        tag = capture.micro_batch
-        if tag is not None:
-            with self._lock:
-                run = self._streams.get(tag.query_id)
-            if run is not None and run.run_id == tag.run_id:
-                root = (self.app_run_id, *self.app_job)
-                return facets.parent_facet(run.run_id, run.job[0], run.job[1], root=root)
-        return self.parent_facet()
-
-    def emit(self, event: RunEvent) -> None:
-        if self._closed:
-            return
-        try:
-            self.client.emit(event)
-        except Exception as error:  # noqa: BLE001 - a transport failure must never reach the job
-            log.warning("OpenLineage event not emitted: %s", error)
-        else:
-            self.emitted_events += 1
-
-    def parent_facet(self) -> Any:
-        return facets.parent_facet(self.app_run_id, *self.app_job)
+def application_parent(context: Context) -> Any:
+    return facets.parent_facet(context.app_run_id, *context.app_job)
 
 
-def is_nested_write(capture: Capture) -> bool:
-    """Whether a write is the data write of a wrapper command still to come: Spark 4 names its
-    action NESTED_WRITE_FUNC; on Spark 3.5 the listener tells which command it ran inside."""
-    if capture.write is None or capture.write.command in WRAPPER_COMMANDS:
-        return False
-    return capture.func_name == NESTED_WRITE_FUNC or capture.wrapped_by in WRAPPER_COMMANDS
-
-
-def _table_name(capture: Capture) -> str:
-    table = capture.write.target.table if capture.write else None
-    return table.name.lower() if table is not None else ""
-
-
-def wraps(wrapper_id: int, wrapper_target: RelationInfo, nested: Capture) -> bool:
-    """Whether a wrapper command (CTAS / saveAsTable: QueryExecution id, write target) is the
-    command that ran the data write `nested` reported just before it. Spark reports the nested
-    write first, with a higher QueryExecution id; since actions of other threads can come in
-    between, the targets must agree too: the same location when the wrapper knows it, else a
-    directory named after the table (a managed table's); with neither known, the order alone."""
-    if nested.query_execution_id <= wrapper_id or nested.write is None:
-        return False
-    written = nested.write.target.paths[0] if nested.write.target.paths else None
-    if written is None:
-        return True
-    if wrapper_target.table_location:
-        return _local_path(written) == _local_path(wrapper_target.table_location)
-    if wrapper_target.table is not None:
-        return _local_path(written).rsplit("/", 1)[-1].lower() == wrapper_target.table.name.lower()
-    return True
-
-
-def _local_path(uri: str) -> str:
-    return unquote(urlsplit(uri).path).rstrip("/")
-
-
-def merge_nested(nested: Capture, wrapper: Capture) -> Capture:
-    """One action from a nested data write and the command that wrapped it."""
-    assert nested.write is not None and wrapper.write is not None
-    target = nested.write.target
-    if wrapper.write.target.table is not None:
-        location = target.paths[0] if target.paths else wrapper.write.target.table_location
-        target = evolve(target, table=wrapper.write.target.table, table_location=location)
-    write = evolve(
-        nested.write,
-        command=wrapper.write.command,
-        target=target,
-        mode=wrapper.write.mode or nested.write.mode,
-    )
-    return evolve(
-        nested,
-        func_name=wrapper.func_name,
-        query_execution_id=wrapper.query_execution_id,
-        end_time=max(nested.end_time, wrapper.end_time),
-        duration_ns=max(nested.duration_ns, wrapper.duration_ns),
-        succeeded=nested.succeeded and wrapper.succeeded,
-        error_message=nested.error_message or wrapper.error_message,
-        error_stack=nested.error_stack or wrapper.error_stack,
-        write=write,
-        extraction_ms=nested.extraction_ms + wrapper.extraction_ms,
-        micro_batch=nested.micro_batch or wrapper.micro_batch,
-    )
-
-
-def build_action_events(capture: Capture, pipeline: Pipeline) -> list[RunEvent]:
-    """START and COMPLETE (or FAIL) of the run for one action."""
-    capture = pipeline.with_micro_batch_sources(capture)
+# batch actions ---------------------------------------------------------------------------
+def action_events(capture: Capture, context: Context) -> list[RunEvent]:
+    """START and COMPLETE (or FAIL) of the run for one action the dedupe let through."""
+    capture = with_micro_batch_sources(capture, context)
     run_id = events.new_run_id(capture.end_time)
-    job = (pipeline.config.namespace, action_job_name(capture, pipeline))
-    inputs = input_datasets(capture, pipeline.table_namespace)
-    outputs = output_datasets(capture, pipeline.table_namespace)
+    job = (context.config.namespace, action_job_name(capture, context))
+    inputs = input_datasets(capture, context.table_namespace)
+    outputs = output_datasets(capture, context.table_namespace)
     run_facets: dict[str, Any] = {
-        "parent": pipeline.parent_of(capture),
-        "processing_engine": facets.processing_engine_facet(pipeline.session.spark_version),
-        **pipeline.session_facets,
+        "parent": parent_of(capture, context),
+        **session_run_facets(context),
     }
     job_facets = {"jobType": facets.job_type_facet("BATCH", "SQL_JOB" if capture.func_name == "command" else "JOB")}
     start_time = capture.end_time - timedelta(microseconds=capture.duration_ns // 1000)
@@ -416,11 +123,130 @@ def build_action_events(capture: Capture, pipeline: Pipeline) -> list[RunEvent]:
     return [start, final]
 
 
-def action_job_name(capture: Capture, pipeline: Pipeline) -> str:
+def _live_run_of(capture: Capture, context: Context) -> streams.StreamingRun | None:
+    """The streaming run whose micro-batch ran this action (`foreachBatch`), if it is live."""
+    tag = capture.micro_batch
+    if tag is None:
+        return None
+    run = context.stream_runs.get(tag.query_id)
+    return run if run is not None and run.run_id == tag.run_id else None
+
+
+def with_micro_batch_sources(capture: Capture, context: Context) -> Capture:
+    """A write inside foreachBatch reads a LogicalRDD over its streaming query's output:
+    give the engine the query's plan for it (as for a cached DataFrame) and the query's
+    sources as leaves, so the write's inputs and column lineage name the stream's sources."""
+    run = _live_run_of(capture, context)
+    if run is None or not capture.plan_json or not run.started.plan_json:
+        return capture
+    try:
+        batch_keys = streams.micro_batch_leaf_keys(capture.plan_json, run.started.plan_json)
+    except plan.PlanError as error:
+        log.warning("micro-batch lineage not traced: %s", error)
+        return capture
+    if not batch_keys:
+        return capture
+    sources = {key: relation for key, relation in streams.lineage_relations(run.started).items() if key not in capture.leaves}
+    return evolve(
+        capture,
+        cached_plan_jsons={**capture.cached_plan_jsons, **{key: run.started.plan_json for key in batch_keys}},
+        leaves={**sources, **capture.leaves},
+    )
+
+
+def parent_of(capture: Capture, context: Context) -> Any:
+    """The parent run facet of an action: the streaming run whose micro-batch ran it
+    (`foreachBatch`), else the application run."""
+    run = _live_run_of(capture, context)
+    if run is not None:
+        root = (context.app_run_id, *context.app_job)
+        return facets.parent_facet(run.run_id, run.job[0], run.job[1], root=root)
+    return application_parent(context)
+
+
+# streaming queries -----------------------------------------------------------------------
+def started_run(started: StreamStarted, context: Context) -> streams.StreamingRun:
+    """The run of a streaming query that (re)started: its job and the sink's column lineage."""
+    config = context.config
+    if config.full_job_name:
+        job = (config.namespace, config.full_job_name)
+    else:
+        app = config.job_name or context.session.app_name
+        job = streams.job_for(app, config.namespace, started.name, started.query_id, started.sink)
+    lineage_facet = None
+    if started.sink is not None and started.sink.relation is not None and started.plan_json:
+        relations = streams.lineage_relations(started)
+        lineage_facet = column_lineage_facet(started.plan_json, {}, None, relations, context.table_namespace)
+    return streams.StreamingRun(started, job, lineage_facet)
+
+
+def stream_events(capture: StreamCapture, context: Context) -> list[RunEvent]:
+    """The event of one streaming callback: START, RUNNING per micro-batch, COMPLETE or FAIL;
+    none for a query whose run is not in `context.stream_runs` (not seen starting, or another run)."""
+    run = context.stream_runs.get(capture.query_id)
+    if run is None or run.run_id != capture.run_id:
+        return []
+    progress = capture if isinstance(capture, StreamProgress) else None
+    run_facets: dict[str, Any] = {
+        **session_run_facets(context),
+        "parent": application_parent(context),
+    }
+    event_type = "START"
+    if progress is not None:
+        event_type = "RUNNING"
+        run_facets["microBatch"] = facets.micro_batch_facet(progress.batch)
+    elif isinstance(capture, StreamEnded):
+        event_type = "COMPLETE"
+        if capture.error_message is not None:
+            event_type = "FAIL"
+            run_facets["errorMessage"] = facets.error_facet(capture.error_message, capture.error_class)
+    event = events.build_run_event(
+        event_type,
+        capture.when,
+        run.run_id,
+        run.job,
+        run_facets=run_facets,
+        job_facets={"jobType": facets.job_type_facet("STREAMING", "JOB")},
+        inputs=_stream_inputs(run, progress, context.table_namespace),
+        outputs=_stream_outputs(run, progress, context.table_namespace),
+    )
+    return [event]
+
+
+def _stream_inputs(run: streams.StreamingRun, progress: StreamProgress | None, namespace_of_tables: str) -> list[InputDataset]:
+    started = run.started
+    built: dict[tuple[str, str], InputDataset] = {}
+    described: list[tuple[RelationInfo, Snapshot | None]] = [
+        (source.relation, streams.source_snapshot(source, progress)) for source in started.sources if source.relation
+    ]
+    for key, relation in started.static_inputs.items():
+        snapshot = progress.static_snapshots.get(key) if progress is not None else None
+        described.append((relation, evolve(snapshot, batch_id=progress.batch.batch_id) if snapshot and progress else None))
+    for relation, snapshot in described:
+        for one in streams.one_per_path(relation):  # a Kafka source: a dataset per topic
+            dataset = events.input_dataset(one, namespace_of_tables, facets.snapshot_facets(snapshot))
+            if dataset is not None:
+                built.setdefault((dataset.namespace, dataset.name), dataset)
+    return list(built.values())
+
+
+def _stream_outputs(run: streams.StreamingRun, progress: StreamProgress | None, namespace_of_tables: str) -> list[OutputDataset]:
+    sink = run.started.sink
+    if sink is None or sink.relation is None:
+        return []
+    extra: dict[str, Any] = {}
+    if run.column_lineage is not None:
+        extra["columnLineage"] = run.column_lineage
+    extra.update(facets.snapshot_facets(streams.sink_snapshot(run, progress)))
+    dataset = events.output_dataset(sink.relation, namespace_of_tables, extra)
+    return [dataset] if dataset is not None else []
+
+
+def action_job_name(capture: Capture, context: Context) -> str:
     """`{appName}.{command}.{output}`; conf `jobName` replaces the app part, `fullJobName` all of it."""
-    if pipeline.config.full_job_name:
-        return pipeline.config.full_job_name
-    app = pipeline.config.job_name or pipeline.session.app_name
+    if context.config.full_job_name:
+        return context.config.full_job_name
+    app = context.config.job_name or context.session.app_name
     if capture.write is None:
         first = next(iter(capture.leaves.values()), None)
         return job_name(app, capture.func_name, _relation_label(first) if first else "")

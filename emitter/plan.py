@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+import orjson
 from attrs import field, frozen
 
 ATTRIBUTE_CLASSES = frozenset({"AttributeReference", "PrettyAttribute"})
@@ -120,13 +121,22 @@ class Node:
 
 def parse_plan(plan_json: str | list[dict[str, Any]]) -> Node:
     """Parse `optimizedPlan().toJSON()` (text or already-decoded list) into a Node tree."""
-    items = json.loads(plan_json) if isinstance(plan_json, str) else plan_json
+    items = _decode(plan_json) if isinstance(plan_json, str) else plan_json
     if not isinstance(items, list) or not items or not _is_tree_item(items[0]):
         raise PlanError("plan JSON must be a non-empty list of TreeNode objects")
     node, consumed = _build_node(items, 0)
     if consumed != len(items):
         raise PlanError(f"plan JSON has {len(items) - consumed} trailing nodes after the root")
     return node
+
+
+def _decode(text: str) -> Any:
+    """orjson: about twice as fast as json on plan JSON, half of the parse; json only for what
+    orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 def leaf_key(node: Node) -> int | None:
@@ -165,9 +175,8 @@ def simple_class(full_class: str) -> str:
 
 def expr_id_of(fields: Mapping[str, Any]) -> int | None:
     expr_id = fields.get("exprId")
-    if isinstance(expr_id, dict) and isinstance(expr_id.get("id"), int):
-        return expr_id["id"]
-    return None
+    found = expr_id.get("id") if isinstance(expr_id, dict) else None
+    return found if isinstance(found, int) else None
 
 
 def render_type(data_type: Any) -> str:

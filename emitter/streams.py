@@ -1,4 +1,4 @@
-"""Streaming queries as OpenLineage runs, from plain captures (pure; `Pipeline` drives it).
+"""Streaming queries as OpenLineage runs, from plain captures (pure; `emitter.pipeline` builds their events).
 
 A streaming query run is ONE OpenLineage run: START when it starts, RUNNING per micro-batch
 (run facet `microBatch`, a `snapshot` facet on every input and on the sink), COMPLETE or FAIL
@@ -9,18 +9,21 @@ a micro-batch makes (`foreachBatch`) can name it as their parent.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from emitter.capture import Endpoint, RelationInfo, StreamEnded, StreamProgress, StreamStarted
+from emitter.capture import Endpoint, RelationInfo, StreamProgress, StreamStarted
 from emitter.lineage import write_command
 from emitter.naming import job_name, stream_source_uris
 from emitter.plan import leaf_key, parse_plan
 from emitter.snapshots import sink_batch_snapshot, stream_offsets_snapshot
 
 STREAMING_COMMAND = "streaming"
+# Streaming runs remembered after they end, so late foreachBatch captures still find their parent.
+REMEMBERED_RUNS = 256
 _BRACKETED = re.compile(r"^(\w+)\[(.*)\]$", re.DOTALL)
 FILE_SOURCE_NAMES = frozenset({"FileStreamSource", "FileSource"})
 FILE_SINK_NAMES = frozenset({"FileSink", "FileStreamSink"})
@@ -121,5 +124,21 @@ def sink_snapshot(run: StreamingRun, progress: StreamProgress | None) -> Any | N
     return progress.sink_snapshot or sink_batch_snapshot(run.started.query_id, progress.batch.batch_id)
 
 
-def is_of(run: StreamingRun | None, capture: StreamProgress | StreamEnded) -> bool:
-    return run is not None and run.run_id == capture.run_id
+class StreamRuns:
+    """The streaming runs an attachment knows, by query id: the latest (re)start of each query,
+    the oldest forgotten past REMEMBERED_RUNS. Kept by one thread (the attachment's pipeline thread)."""
+
+    def __init__(self, kept: int = REMEMBERED_RUNS) -> None:
+        self._kept = kept
+        self._runs: OrderedDict[str, StreamingRun] = OrderedDict()
+
+    def started(self, run: StreamingRun) -> None:
+        query_id = run.started.query_id
+        self._runs.pop(query_id, None)
+        self._runs[query_id] = run
+        while len(self._runs) > self._kept:
+            self._runs.popitem(last=False)
+
+    def live(self) -> Mapping[str, StreamingRun]:
+        """A copy: a context built from it does not change as later runs start."""
+        return dict(self._runs)

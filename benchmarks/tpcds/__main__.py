@@ -1,8 +1,9 @@
-"""`python -m benchmarks.tpcds generate | capture [--queries q1,q5] | run [--queries q1,q5]`."""
+"""`python -m benchmarks.tpcds generate | capture [--queries q1,q5] | run [--queries q1,q5] | compare LANDED THIS`."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
@@ -19,6 +20,9 @@ def _parser() -> argparse.ArgumentParser:
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--queries", help="comma-separated subset, e.g. q1,q5,q14")
+    compare = commands.add_parser("compare", help="two runs' summary.json side by side (the landed code's, then this code's)")
+    compare.add_argument("landed", help="summary.json of a run of the landed code")
+    compare.add_argument("this", help="summary.json of a run of this code, on the same statements")
     return parser
 
 
@@ -30,6 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         generate.write_tables()
         generate.write_queries()
+        return 0
+    if arguments.command == "compare":
+        from benchmarks.tpcds.report import format_side_by_side
+
+        with open(arguments.landed, encoding="utf-8") as landed, open(arguments.this, encoding="utf-8") as this:
+            print(format_side_by_side(json.load(landed), json.load(this)))
         return 0
     if arguments.command == "capture":
         from benchmarks.tpcds import capture

@@ -150,7 +150,7 @@ def _capture_all(session: Any, statements: list[Ctas], target: Path) -> tuple[li
 def _run_one(session: Any, statement: Ctas) -> str:
     try:
         spark_io.run_ctas(session, statement)
-    except Exception as error:  # a query Spark rejects is reported, not fatal
+    except Exception as error:  # noqa: BLE001 - a query Spark rejects is reported, not fatal
         return str(error).splitlines()[0] if str(error) else type(error).__name__
     return ""
 

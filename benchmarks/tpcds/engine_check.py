@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
+from emitter.dedupe import WRAPPER_COMMANDS
 from emitter.lineage import column_lineage, write_command
-from emitter.pipeline import WRAPPER_COMMANDS
 from emitter.plan import parse_plan
 
 

@@ -193,3 +193,32 @@ def _distribution_line(label: str, values: Distribution) -> str:
         f"{label}: n={values.count} median {values.median:.1f} ms, p95 {values.p95:.1f} ms,"
         f" max {values.maximum:.1f} ms, sum {values.total:.0f} ms"
     )
+
+
+SIDE_BY_SIDE_ROWS = (
+    ("listener-bus time per action", "action_ms"),
+    ("  capture (JVM copy-out)", "capture_ms"),
+    ("  dedupe and queueing", "queueing_ms"),
+    ("pipeline thread per build", "build_ms"),
+    ("all emitter work per CTAS", "statement_ms"),
+)
+
+
+def format_side_by_side(landed: Mapping[str, Any], this: Mapping[str, Any], variant: str = "emitted") -> str:
+    """Two runs' `summary.json` (the landed code's and this code's, run one after the other on
+    the same statements) as one table: median / p95 ms of each figure, coverage and ratios."""
+    old, new = landed[variant], this[variant]
+    lines = [f"{'figure':34s} {'landed':>18s} {'this code':>18s}"]
+    for label, key in SIDE_BY_SIDE_ROWS:
+        lines.append(f"{label:34s} {_median_p95(old[key]):>18s} {_median_p95(new[key]):>18s}")
+    for label, key in (("wall ratio to plain", "wall_ratio"), ("CPU ratio to plain", "cpu_ratio")):
+        lines.append(f"{label:34s} {old[key]:>18.3f} {new[key]:>18.3f}")
+    coverage = [f"{len(run['covered_strict'])} / {len(run['covered'])} of {run['statements']}" for run in (old, new)]
+    lines.append(f"{'coverage strict / lenient':34s} {coverage[0]:>18s} {coverage[1]:>18s}")
+    same = (old["covered_strict"], old["covered"]) == (new["covered_strict"], new["covered"])
+    lines.append(f"the same statements covered: {'yes' if same else 'NO'}")
+    return "\n".join(lines)
+
+
+def _median_p95(values: Mapping[str, Any]) -> str:
+    return f"{values['median']:.1f} / {values['p95']:.1f} ms"

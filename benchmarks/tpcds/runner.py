@@ -38,25 +38,28 @@ EVENT_FILES = {EMITTED: "events.jsonl", TOJSON: "events-toJSON.jsonl"}
 
 
 class _PipelineTimer:
-    """Stands between the batch listener and the attachment's pipeline thread to time the queueing
-    of each capture (on Spark's listener bus), and times each build on the pipeline thread;
-    everything else goes through unchanged."""
+    """Stands between the batch listener and the attachment's pipeline thread to time the dedupe
+    and queueing of each capture (on Spark's listener bus), and times each build on the pipeline
+    thread; everything else goes through unchanged."""
 
-    def __init__(self, worker: Any, pipeline: Any) -> None:
+    def __init__(self, dedupe: Any, worker: Any) -> None:
+        self._dedupe = dedupe
         self._worker = worker
-        self._emit_actions = pipeline.emit_actions
-        pipeline.emit_actions = self._timed_build  # the worker looks it up per capture it queues
+        self._build_actions = worker.build_actions
+        worker.build_actions = self._timed_build  # the worker looks it up per item it queues
         self.queueing_ms: list[float] = []
         self.build_ms: list[float] = []
         self.captures: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._worker, name)
+        return getattr(self._dedupe, name)
 
-    def handle(self, capture: Any) -> Any:
+    def accept(self, capture: Any) -> Any:
         started = time.perf_counter()
         try:
-            return self._worker.handle(capture)
+            ready = self._dedupe.accept(capture)
+            self._worker.handle_actions(ready)
+            return []
         finally:
             self.queueing_ms.append((time.perf_counter() - started) * 1000)
             self.captures.append(capture)
@@ -64,7 +67,7 @@ class _PipelineTimer:
     def _timed_build(self, actions: Any) -> Any:
         started = time.perf_counter()
         try:
-            return self._emit_actions(actions)
+            return self._build_actions(actions)
         finally:
             self.build_ms.append((time.perf_counter() - started) * 1000)
 
@@ -135,8 +138,8 @@ def _attach(session: Any, events_path: Path, compact: bool) -> tuple[Any, _Pipel
         raise RuntimeError("emitter.attach returned None (disabled, or it failed: see the log)")
     if not compact:
         attachment.listener.dumper = PlanDumper(session.sparkContext._gateway, compact=False)
-    timer = _PipelineTimer(attachment.listener.pipeline, attachment.pipeline)
-    attachment.listener.pipeline = timer
+    timer = _PipelineTimer(attachment.listener.dedupe, attachment.worker)
+    attachment.listener.dedupe = timer  # type: ignore[assignment]
     return attachment, timer
 
 
@@ -180,7 +183,7 @@ def _time_one(session: Any, statement: Ctas, variant: str, timing: StatementTimi
     started = time.perf_counter()
     try:
         spark_io.run_ctas(session, statement)
-    except Exception as error:  # a query Spark rejects is reported, not fatal
+    except Exception as error:  # noqa: BLE001 - a query Spark rejects is reported, not fatal
         timing.errors[variant] = str(error).splitlines()[0] if str(error) else type(error).__name__
     returned = time.perf_counter()
     spark_io.wait_for_listener_bus(session)

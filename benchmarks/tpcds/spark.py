@@ -84,10 +84,10 @@ class _QueryExecutionCallback:
     def __init__(self, handle: Callable[[str, Any, Any], None]) -> None:
         self._handle = handle
 
-    def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:
+    def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:  # noqa: N802 - py4j calls the Java interface's names
         self._handle(func_name, query_execution, None)
 
-    def onFailure(self, func_name: str, query_execution: Any, exception: Any) -> None:
+    def onFailure(self, func_name: str, query_execution: Any, exception: Any) -> None:  # noqa: N802 - py4j calls the Java interface's names
         self._handle(func_name, query_execution, exception)
 
     class Java:

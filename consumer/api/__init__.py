@@ -6,7 +6,8 @@ point. `settings` (consumer.settings.Settings, or any object with some of these 
 `api_token` / `read_token` (str | None): the write token (ingestion, tags, deletes; default the
 `LINEAGE_API_TOKEN` environment variable) and the read token (every other /api route; default none: open),
 see consumer.api.auth; `role` ("kafka", "http" or "api": an `api` replica refuses every write);
-`limits` (consumer.api.limits.Limits: computing slots, queue, body size and time, statement timeout);
+`concurrent_requests`, `queued_requests`, `queue_timeout`, `max_body_bytes`, `max_event_bytes`, `body_timeout`,
+`statement_timeout`: the bounds (or `limits`, a consumer.api.limits.Limits; the defaults for those not given);
 `web_dir`: a built Marquez Web to serve at /. `clock` gives the current time to the routes that count
 "the last 24 hours / 7 days" (`/api/v1/stats/*`).
 """
@@ -19,7 +20,6 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
-import attrs
 from fastapi import Depends, FastAPI
 
 from consumer.api import health, lineage_store, marquez
@@ -50,15 +50,25 @@ def tokens_of(settings: Any) -> Tokens:
 
 
 def _limits(settings: Any) -> Limits:
-    """`settings.limits`, else the defaults with `max_event_bytes` and `concurrent_requests` when given."""
-    if (given := getattr(settings, "limits", None)) is not None:
-        return given
-    limits = Limits()
-    if event_bytes := getattr(settings, "max_event_bytes", None):
-        limits = attrs.evolve(limits, event_bytes=event_bytes)
-    if slots := getattr(settings, "concurrent_requests", None):
-        limits = attrs.evolve(limits, concurrent_requests=slots)
-    return limits
+    """The bounds `settings` carries (a consumer.settings.Settings, or any object with some of its
+    fields, or a ready `limits`); the defaults for the rest."""
+    if isinstance(given_limits := getattr(settings, "limits", None), Limits):
+        return given_limits
+    defaults = Limits()
+
+    def given(name: str, default: Any) -> Any:
+        value = getattr(settings, name, None)
+        return default if value is None else value
+
+    return Limits(
+        concurrent_requests=given("concurrent_requests", None) or defaults.concurrent_requests,
+        queued_requests=given("queued_requests", defaults.queued_requests),
+        queue_seconds=given("queue_timeout", defaults.queue_seconds),
+        body_bytes=given("max_body_bytes", defaults.body_bytes),
+        event_bytes=given("max_event_bytes", None) or defaults.event_bytes,
+        body_seconds=given("body_timeout", defaults.body_seconds),
+        statement_seconds=given("statement_timeout", defaults.statement_seconds),
+    )
 
 
 def create_app(

@@ -68,7 +68,7 @@ async def _store_check(store: Any) -> str:
     except asyncio.TimeoutError:  # not yet the built-in TimeoutError on Python 3.10
         log.warning("readiness: the store did not answer within %g s", STORE_CHECK_TIMEOUT_SECONDS)
         return "unreachable: no answer in time"
-    except Exception as error:  # the reason goes to the log only: it may name hosts and users
+    except Exception as error:  # noqa: BLE001 - the reason goes to the log only: it may name hosts and users
         log.warning("readiness: the store does not answer: %s: %s", type(error).__name__, error)
         return "unreachable: see the server log"
     return "reachable"

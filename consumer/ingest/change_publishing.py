@@ -97,7 +97,7 @@ class ChangePublisher:
             return change_scope(write.folded)
         if write.cutoff is not None:
             return ChangeScope(jobs=stale_job_keys(self.engine, write.cutoff))
-        assert write.job is not None
+        assert write.job is not None  # noqa: S101 - an invariant of ChangeScope (narrows the type)
         return ChangeScope(jobs=jobs_named(self.engine, *write.job))
 
     def publish_everything(self) -> int:
@@ -117,7 +117,7 @@ class ChangePublisher:
             for key, value in self._pending:
                 self.sink.send(key, value)
             self.sink.flush()
-        except Exception as error:  # the events are stored; the messages go out with the next ones
+        except Exception as error:  # noqa: BLE001 - the events are stored; the messages go out with the next ones
             log.warning("lineage changes not published yet (%d kept): %s", len(self._pending), error)
             return
         self._pending.clear()

@@ -155,12 +155,12 @@ def _runs(batch: Sequence[EventRows]) -> dict[str, RunFold]:
 
 def _fold_run(run_events: list[EventRows]) -> RunFold:
     first_job = run_events[0].job
-    assert first_job is not None
+    assert first_job is not None  # noqa: S101 - validated events have a job (narrows the type)
     state, started_at, ended_at = "NEW", None, None
     merged = Merged({}, {}, {})
     for rows in sorted(run_events, key=lambda rows: rows.event_time):
         run, job, time = rows.run, rows.job, rows.event_time
-        assert run is not None and job is not None
+        assert run is not None and job is not None  # noqa: S101 - validated run events have a run and a job (narrows the type)
         state, ended_at = next_state(state, ended_at, run.state, time)
         if run.event_type in ("START", "RUNNING"):
             started_at = min(filter(None, (started_at, time)))

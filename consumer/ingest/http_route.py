@@ -3,7 +3,7 @@ materialize -> store path as Kafka. One event (a JSON object, as Marquez) or a b
 list) -> 201; any invalid event -> 400 naming it, and nothing of the request is stored; a body
 above the maximum event size (the Kafka path's limit too) -> 413, read no further than the limit.
 The app (consumer.api.create_app) includes this router behind its write-token guard; a store
-error is answered 503 (consumer.api.errors.database_error), its details logged, never echoed."""
+error propagates to the app's error handlers, which answer 503 and log the details, never echo them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from consumer.api.errors import STORE_ERRORS, database_error
 from consumer.ingest.prepare import prepare
 from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import InvalidEvent, decode
@@ -52,10 +51,7 @@ async def ingest_lineage(request: Request) -> Response:
     if body is None:
         return _too_large(limit)
     # Decoding and validating a large event takes long enough to stall every other request: off the event loop.
-    try:
-        return await run_in_threadpool(_ingest, request.app.state.store, body)
-    except STORE_ERRORS as error:
-        return database_error(error, "storing events posted to /api/v1/lineage")
+    return await run_in_threadpool(_ingest, request.app.state.store, body)
 
 
 def _ingest(store: Any, body: bytes) -> Response:

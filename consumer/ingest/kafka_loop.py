@@ -157,7 +157,7 @@ def _attempt(write: Callable[[], int]) -> int | Exception:
             if isinstance(error, IntegrityError) and attempt == 0:
                 continue
             return error
-        except Exception as error:  # a materialization bug must not stop the consumer either
+        except Exception as error:  # noqa: BLE001 - a materialization bug must not stop the consumer either
             return error
     raise AssertionError("unreachable")
 
@@ -277,7 +277,7 @@ class Ingestor:
             for item in sorted(rejected, key=lambda item: (item.record.partition, item.record.offset)):
                 self._dead_letter(item)
             self.dead_letters.flush()
-        except Exception as error:  # refusals of one record are handled in _dead_letter: this is an outage
+        except Exception as error:  # noqa: BLE001 - refusals of one record are handled in _dead_letter: this is an outage
             return self._unavailable(batch, "dead-letter topic", str(error))
         self.source.commit(_next_offsets(batch.records))
         self.stats.records += len(batch.records)

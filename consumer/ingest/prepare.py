@@ -72,7 +72,7 @@ def prepare_one(value: bytes | str | None, max_event_bytes: int | None) -> Event
         return prepare(value)
     except InvalidEvent as error:
         return Refused(INVALID, f"invalid event: {error}")
-    except Exception as error:  # materialization bug: keep the event, keep going
+    except Exception as error:  # noqa: BLE001 - materialization bug: keep the event, keep going
         return Refused(NOT_MATERIALIZABLE, f"cannot materialize: {type(error).__name__}: {error}")
 
 
@@ -176,7 +176,7 @@ class _Worker:
         # The worker imports this very package, however this process found it.
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (package_root, os.environ.get("PYTHONPATH"))))}
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # noqa: S603 - the consumer's own worker program, no shell
             [sys.executable, "-m", "consumer.ingest.prepare", str(requests_read), str(answers_write)],
             pass_fds=(requests_read, answers_write),
             stdin=subprocess.DEVNULL,
@@ -192,7 +192,7 @@ class _Worker:
         self.requests.flush()
 
     def receive(self) -> Prepared:
-        answer: Prepared = pickle.load(self.answers)
+        answer: Prepared = pickle.load(self.answers)  # noqa: S301 - frames from the consumer's own worker process
         return answer
 
     def close(self) -> None:
@@ -219,7 +219,7 @@ def serve_requests(requests_fd: int, answers_fd: int) -> None:
     with os.fdopen(requests_fd, "rb") as requests, os.fdopen(answers_fd, "wb") as answers:
         while True:
             try:
-                values, max_event_bytes, by_hash = pickle.load(requests)
+                values, max_event_bytes, by_hash = pickle.load(requests)  # noqa: S301 - frames from the consumer's own worker process
             except EOFError:
                 return
             prepared = prepare_batch(values, max_event_bytes, by_hash=by_hash, keep_events=False)

@@ -288,9 +288,16 @@ def _check_snapshot(facet: Any, path: str) -> None:
         raise InvalidEvent(f"{path}.kind", f"must be one of {sorted(SNAPSHOT_KINDS)}, got {facet.get('kind')!r}")
     if facet.get("batchId") is not None:
         _require_int(facet, "batchId", f"{path}.batchId")
+        if facet["batchId"] < 0:
+            raise InvalidEvent(f"{path}.batchId", "must not be negative")
     partitions = facet.get("partitions")
-    if partitions is not None and not (isinstance(partitions, list) and all(isinstance(p, dict) for p in partitions)):
-        raise InvalidEvent(f"{path}.partitions", "must be a list of objects")
+    if partitions is not None and not (isinstance(partitions, list) and all(_is_partition(p) for p in partitions)):
+        raise InvalidEvent(f"{path}.partitions", "must be a list of objects of strings or nulls")
+
+
+def _is_partition(value: Any) -> bool:
+    """One partition of the snapshot facet: partition column -> its value (null: Hive's default)."""
+    return isinstance(value, dict) and all(item is None or isinstance(item, str) for item in value.values())
 
 
 def _check_facets(owner: Mapping[str, Any], path: str, key: str = "facets") -> None:

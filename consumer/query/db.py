@@ -84,7 +84,7 @@ def _interrupt(dbapi_connection: Any) -> None:
     if stop is not None:
         try:
             stop()
-        except Exception:  # a connection closing meanwhile: nothing left to stop
+        except Exception:  # noqa: BLE001, S110 - a connection closing meanwhile: nothing left to stop
             pass
 
 

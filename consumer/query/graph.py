@@ -84,7 +84,7 @@ def _ids_in_chunks(ids: Iterable[int]) -> Iterable[list[int]]:
 def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int]) -> set[int]:
     """DISTINCT `column` of the job_io rows whose `key` is one of `ids`."""
     found: set[int] = set()
-    sql = _id_lists(conn, f"SELECT DISTINCT {column} FROM job_io WHERE {key} IN :ids", "ids")
+    sql = _id_lists(conn, f"SELECT DISTINCT {column} FROM job_io WHERE {key} IN :ids", "ids")  # noqa: S608 - column names from this module's constants; the ids are bound
     for chunk in _ids_in_chunks(ids):
         found.update(conn.execute(sql, {"ids": chunk}).scalars())
     return found
@@ -457,7 +457,7 @@ def names(conn: Connection, table: Any, ids: Iterable[int | None]) -> dict[int, 
         return {}
     sql = _id_lists(
         conn,
-        f"SELECT t.id, n.name, t.name FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id WHERE t.id IN :ids",
+        f"SELECT t.id, n.name, t.name FROM {table.name} t JOIN namespaces n ON n.id = t.namespace_id WHERE t.id IN :ids",  # noqa: S608 - a table name from the schema; the ids are bound
         "ids",
     )
     return {row[0]: (row[1], row[2]) for row in conn.execute(sql, {"ids": wanted})}

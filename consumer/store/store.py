@@ -93,7 +93,7 @@ class Store:
             self._acquire(wait_seconds=0.0)
 
     def _acquire(self, wait_seconds: float) -> None:
-        assert self._writer_lock is not None
+        assert self._writer_lock is not None  # noqa: S101 - set by the constructor when writing (narrows the type)
         try:
             self._writer_lock.acquire(wait_seconds)
         except LockHeld as held:

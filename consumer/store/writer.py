@@ -683,7 +683,7 @@ def _run_values(current: Mapping[str, Any] | None, fold: RunFold) -> dict[str, A
     created_at, updated_at = fold.created_at, fold.updated_at
     if current is not None:
         if state in TERMINAL_STATES:
-            assert ended_at is not None
+            assert ended_at is not None  # noqa: S101 - a terminal state has an end time (narrows the type)
             state, ended_at = next_state(current["state"], current["ended_at"], state, ended_at)
         elif current["state"] in TERMINAL_STATES or STATE_RANK[current["state"]] >= STATE_RANK[state]:
             state, ended_at = current["state"], current["ended_at"]

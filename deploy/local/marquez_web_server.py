@@ -32,15 +32,15 @@ class MarquezWebHandler(SimpleHTTPRequestHandler):
             self.path = "/index.html"  # a client-side route
         super().do_GET()
 
-    do_POST = do_PUT = do_DELETE = lambda self: self._proxy()  # noqa: E731
+    do_POST = do_PUT = do_DELETE = lambda self: self._proxy()  # noqa: N815 - http.server's handler names
 
     def _proxy(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
-        request = urllib.request.Request(self.api_base + self.path, data=body, headers=headers, method=self.command)
+        request = urllib.request.Request(self.api_base + self.path, data=body, headers=headers, method=self.command)  # noqa: S310 - the consumer's http(s) URL given on the command line
         try:
-            with urllib.request.urlopen(request, timeout=PROXY_TIMEOUT_SECONDS) as response:
+            with urllib.request.urlopen(request, timeout=PROXY_TIMEOUT_SECONDS) as response:  # noqa: S310 - the consumer's http(s) URL given on the command line
                 self._reply(response.status, response.headers.items(), response.read())
         except urllib.error.HTTPError as error:
             self._reply(error.code, error.headers.items(), error.read())

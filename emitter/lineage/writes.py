@@ -167,8 +167,9 @@ def _table(root: Node, catalog_table: dict[str, Any] | None) -> str | None:
 
 def _location(root: Node, catalog_table: dict[str, Any] | None) -> str | None:
     storage = (catalog_table or {}).get("storage")
-    if isinstance(storage, dict) and isinstance(storage.get("locationUri"), str):
-        return storage["locationUri"]
+    location = storage.get("locationUri") if isinstance(storage, dict) else None
+    if isinstance(location, str):
+        return location
     path = root.fields.get("outputPath")
     return path if isinstance(path, str) else None
 
@@ -177,8 +178,9 @@ def _mode(root: Node) -> str | None:
     mode = root.fields.get("mode")
     if isinstance(mode, str):
         return mode.lower()
-    if isinstance(mode, dict) and isinstance(mode.get("object"), str):
-        return mode["object"].rsplit(".", 1)[-1].rstrip("$").lower()
+    scala_object = mode.get("object") if isinstance(mode, dict) else None
+    if isinstance(scala_object, str):
+        return scala_object.rsplit(".", 1)[-1].rstrip("$").lower()
     overwrite = root.fields.get("overwrite")
     if isinstance(overwrite, bool):
         return "overwrite" if overwrite else "append"

@@ -1,12 +1,29 @@
 """Attaching to a live SparkSession: the only package that imports pyspark / py4j.
 
-`attach` returns an `Attachment` owning everything the session's lineage needs: its pipeline
-(fed from its own thread, `worker.PipelineWorker`) and transport client, its batch
-`QueryExecutionListener`, its streaming listener and its JVM micro-batch tagger. Sessions of one
-SparkContext (`spark.newSession()`) attach independently.
+`attach` returns an `Attachment` owning everything the session's lineage needs: its context
+(settings, session facts, the application run), its wrapper-command dedupe, its pipeline thread
+and transport client (`worker.PipelineWorker`), its batch `QueryExecutionListener`, its
+streaming listener and its JVM micro-batch tagger. Sessions of one SparkContext
+(`spark.newSession()`) attach independently. An attachment is built from a session object and
+nothing else, and `close` undoes all it did: whatever else makes sessions can attach them the
+same way.
+
 It emits the parent application run START, and makes sure the application COMPLETE is emitted
 and the transport flushed, with bounded waits, whether the script calls `spark.stop()` or
-simply ends. The registry of live attachments is the only state kept here, for shutdown.
+simply ends.
+
+What is hooked outside the attachment, and undone:
+- `SparkSession.stop` of the session's class is wrapped while any attachment lives, so the
+  application run completes while the JVM is still up; the original is put back when the last
+  attachment closes (`_ProcessHooks`).
+- One `atexit` hook (`close_all`) while any attachment lives, unregistered with the last one.
+- The session's `spark.sql.debug.maxToStringFields` is raised while attached (Spark truncates
+  long field lists in plans beyond it) unless the user set it, or set
+  `spark.openlineage.raiseMaxToStringFields=false`; `close` unsets it again.
+- `install_auto_attach` (`python -m emitter run`, spark-submit's sitecustomize) wraps
+  `SparkSession.Builder.getOrCreate`; `uninstall_auto_attach` puts it back.
+The registry of live attachments (for `detach`, `settle` and the exit hook) is the only other
+state kept here.
 """
 
 from __future__ import annotations
@@ -14,46 +31,41 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from emitter import pipeline
 from emitter.capture import SessionInfo
-from emitter.config import EmitterConfig, is_disabled, load_config
+from emitter.config import SPARK_CONF_KEYS, EmitterConfig, is_disabled, load_config
+from emitter.dedupe import WrapperDedupe
 from emitter.listener import janino
 from emitter.listener.batch import BatchListener
 from emitter.listener.streaming import LineageStreamingListener
 from emitter.listener.worker import PipelineWorker
-from emitter.pipeline import Pipeline
 
 log = logging.getLogger(__name__)
 
+MAX_TO_STRING_FIELDS_KEY = "spark.sql.debug.maxToStringFields"
 MAX_TO_STRING_FIELDS = "100000"  # Spark truncates field lists in plan JSON beyond this
-_CONF_KEYS = (
-    "spark.openlineage.namespace",
-    "spark.openlineage.jobName",
-    "spark.openlineage.fullJobName",
-    "spark.openlineage.disabled",
-    "spark.openlineage.emitReads",
-    "spark.openlineage.closeTimeoutSeconds",
-)
-
-
 TAGGER_CLASS = "SparkLineageMicroBatchTags"
 
 
 class Attachment:
     """One SparkSession with the emitter attached; `close` is idempotent and bounded."""
 
-    def __init__(self, spark: Any, pipeline: Pipeline, client: Any) -> None:
+    def __init__(self, spark: Any, context: pipeline.Context, client: Any) -> None:
         self.spark = spark
-        self.pipeline = pipeline
+        self.context = context
+        self.config = context.config
         self.client = client
-        self.worker = PipelineWorker(pipeline)
+        self.worker = PipelineWorker(context, client)
+        self.dedupe = WrapperDedupe(emit_reads=context.config.emit_reads)
         gateway = spark.sparkContext._gateway
         # the JVM listener telling which actions ran inside which micro-batch (foreachBatch)
         self.tagger = janino.optional_instance(gateway, TAGGER_CLASS, "foreachBatch writes get the application as parent")
-        self.listener = BatchListener(gateway, self.worker, spark._jsc.hadoopConfiguration(), self.tagger)
+        self.listener = BatchListener(gateway, self.dedupe, self.worker, spark._jsc.hadoopConfiguration(), self.tagger)
         self.streaming_listener: LineageStreamingListener | None = LineageStreamingListener(spark, self.worker.handle_stream)
+        self.raised_max_to_string_fields = False
         self._closed = False
         self._lock = threading.Lock()
 
@@ -78,6 +90,15 @@ class Attachment:
     def closed(self) -> bool:
         return self._closed
 
+    def start(self) -> None:
+        """Raise maxToStringFields if wanted, emit the application START, register the listeners."""
+        conf = self.spark.conf
+        if self.config.raise_max_to_string_fields and conf.get(MAX_TO_STRING_FIELDS_KEY, None) is None:
+            conf.set(MAX_TO_STRING_FIELDS_KEY, MAX_TO_STRING_FIELDS)
+            self.raised_max_to_string_fields = True
+        self.worker.start_application()
+        self.register()
+
     def close(self) -> None:
         with self._lock:
             if self._closed:
@@ -86,15 +107,21 @@ class Attachment:
         try:
             self.wait_for_listener_bus()
             self.unregister()
-            if not self.worker.stop(self.pipeline.config.close_timeout_s):
+            self.worker.handle_actions(self.dedupe.drain())  # nested writes whose wrapper never came
+            if not self.worker.stop(self.config.close_timeout_s):
                 log.warning("OpenLineage: events of some Spark actions were still being built at close")
-            self.pipeline.complete_application()
+            self.worker.complete_application()
         except Exception as error:  # noqa: BLE001
             log.warning("OpenLineage: application run not completed: %s", error)
         try:
-            self.client.close(self.pipeline.config.close_timeout_s)
+            self.client.close(self.config.close_timeout_s)
         except Exception as error:  # noqa: BLE001
             log.warning("OpenLineage: transport not flushed: %s", error)
+        if self.raised_max_to_string_fields:
+            try:
+                self.spark.conf.unset(MAX_TO_STRING_FIELDS_KEY)
+            except Exception as error:  # noqa: BLE001 - the session is already stopped
+                log.debug("%s not restored: %s", MAX_TO_STRING_FIELDS_KEY, error)
 
     def unregister(self) -> None:
         """No callbacks into a Python process that is going away (py4j would log connection errors)."""
@@ -117,7 +144,7 @@ class Attachment:
         """Wait until every action Spark has reported so far has its events handed to the
         transport (delivery is the transport's business: `client.close` flushes it)."""
         self.wait_for_listener_bus()
-        return self.worker.settle(self.pipeline.config.close_timeout_s)
+        return self.worker.settle(self.config.close_timeout_s)
 
     def wait_for_listener_bus(self) -> None:
         """Let Spark deliver every pending callback (they run on the listener bus thread)."""
@@ -125,13 +152,51 @@ class Attachment:
         if spark_context._jsc is None:
             return
         try:
-            spark_context._jsc.sc().listenerBus().waitUntilEmpty(self.pipeline.config.listener_bus_timeout_ms)
+            spark_context._jsc.sc().listenerBus().waitUntilEmpty(self.config.listener_bus_timeout_ms)
         except Exception as error:  # noqa: BLE001 - a timeout: emit what we have
             log.warning("OpenLineage: Spark listener bus not drained: %s", error)
 
 
-_attachments: dict[int, Attachment] = {}  # the live attachments, by session, for shutdown
+class _ProcessHooks:
+    """What the emitter hooks process-wide while any attachment lives: the wrapped
+    `SparkSession.stop` of each attached session's class and one exit hook; `remove` undoes both."""
+
+    def __init__(self) -> None:
+        self._original_stops: dict[type, Callable[..., Any]] = {}
+        self._at_exit = False
+
+    def install(self, spark: Any) -> None:
+        session_class = type(spark)
+        if session_class not in self._original_stops:
+            original_stop = session_class.stop
+            self._original_stops[session_class] = original_stop
+
+            def stop(session: Any, *args: Any, **kwargs: Any) -> Any:
+                close_session(session)
+                return original_stop(session, *args, **kwargs)
+
+            stop.__wrapped__ = original_stop  # type: ignore[attr-defined]
+            session_class.stop = stop
+        if not self._at_exit:
+            atexit.register(close_all)
+            self._at_exit = True
+
+    @property
+    def exit_hook_registered(self) -> bool:
+        return self._at_exit
+
+    def remove(self) -> None:
+        for session_class, original_stop in self._original_stops.items():
+            session_class.stop = original_stop  # type: ignore[attr-defined]
+        self._original_stops.clear()
+        if self._at_exit:
+            atexit.unregister(close_all)
+            self._at_exit = False
+
+
+_attachments: dict[int, Attachment] = {}  # the live attachments, by session
 _attach_lock = threading.RLock()
+_hooks = _ProcessHooks()
 
 
 def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) -> Attachment | None:
@@ -147,6 +212,7 @@ def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) 
             attachment = _attach(spark, config)
             if attachment is not None:
                 _attachments[key] = attachment
+                _hooks.install(spark)
             return attachment
     except Exception as error:  # noqa: BLE001
         log.warning("OpenLineage emitter not attached: %s", error)
@@ -163,31 +229,21 @@ def _attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None) -> Att
     if settings.disabled or is_disabled(spark_conf):  # env and conf win over an explicit EmitterConfig
         log.info("OpenLineage is disabled: nothing attached")
         return None
-    attachment = start_attachment(spark, settings, session_info(spark), make_client(settings))
-    _close_on_stop(spark)
-    atexit.register(attachment.close)
+    client = make_client(settings)
+    attachment = Attachment(spark, pipeline.new_context(settings, session_info(spark)), client)
+    attachment.start()
     return attachment
 
 
 def session_conf(spark: Any) -> dict[str, str]:
     """The session's `spark.openlineage.*` settings."""
-    return {key: value for key in _CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
-
-
-def start_attachment(spark: Any, settings: EmitterConfig, info: SessionInfo, client: Any) -> Attachment:
-    """Emit the application START of `spark` and register its listeners."""
-    spark.conf.set("spark.sql.debug.maxToStringFields", MAX_TO_STRING_FIELDS)
-    pipeline = Pipeline(settings, info, client)
-    pipeline.start_application()
-    attachment = Attachment(spark, pipeline, client)
-    attachment.register()
-    return attachment
+    return {key: value for key in SPARK_CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
 
 
 CONNECT_CLIENT_MESSAGE = (
     "OpenLineage: this SparkSession is a Spark Connect client session: its lineage comes from the Connect server, "
     "which runs its actions, not from the client. Run the server with the emitter attached "
-    "(`python -m emitter connect-server --port 15002`, see the README's Spark Connect section); "
+    "(`python -m emitter connect-server --port 15002`, see docs/emitter.md, Spark Connect); "
     "nothing is attached here and the program goes on."
 )
 
@@ -211,31 +267,18 @@ def session_info(spark: Any) -> SessionInfo:
 
 
 def make_client(settings: EmitterConfig) -> Any:
-    """openlineage-python's client, configured its own way (yml / env), with our kafka transport."""
+    """openlineage-python's client, configured its own way (yml / env), with our kafka transport
+    from a factory of our own (openlineage-python's default factory is left as it is)."""
+    from openlineage.client import OpenLineageClient
+
     try:
         from emitter import transports
 
-        transports.register()
+        factory = transports.factory()
     except Exception as error:  # noqa: BLE001 - our kafka transport is optional here
-        log.debug("emitter.transports not registered: %s", error)
-    from openlineage.client import OpenLineageClient
-
-    return OpenLineageClient(config=settings.client_config)
-
-
-def _close_on_stop(spark: Any) -> None:
-    """Wrap SparkSession.stop (once, class-wide) so the app run completes while the JVM is up."""
-    session_class = type(spark)
-    original_stop = session_class.stop
-    if hasattr(original_stop, "__wrapped__"):
-        return
-
-    def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
-        close_session(self)
-        return original_stop(self, *args, **kwargs)
-
-    stop.__wrapped__ = original_stop  # type: ignore[attr-defined]
-    session_class.stop = stop
+        log.debug("emitter.transports not available: %s", error)
+        factory = None
+    return OpenLineageClient(config=settings.client_config, factory=factory)
 
 
 def close_session(spark: Any) -> None:
@@ -244,6 +287,8 @@ def close_session(spark: Any) -> None:
     try:
         with _attach_lock:
             attachment = _attachments.pop(_session_key(spark), None)
+            if not _attachments:
+                _hooks.remove()
         if attachment is not None:
             attachment.close()
     except Exception as error:  # noqa: BLE001
@@ -258,10 +303,11 @@ def settle_all() -> bool:
 
 
 def close_all() -> None:
-    """Complete every attached application and flush (the end of `python -m emitter run`)."""
+    """Complete every attached application and flush (at exit, and the end of `python -m emitter run`)."""
     with _attach_lock:
         attachments = list(_attachments.values())
         _attachments.clear()
+        _hooks.remove()
     for attachment in attachments:
         attachment.close()
 
@@ -281,3 +327,12 @@ def install_auto_attach(config: EmitterConfig | Mapping[str, Any] | None = None)
 
     get_or_create.__wrapped__ = original  # type: ignore[attr-defined]
     SparkSession.Builder.getOrCreate = get_or_create  # type: ignore[method-assign]
+
+
+def uninstall_auto_attach() -> None:
+    """Put back the SparkSession.Builder.getOrCreate that `install_auto_attach` wrapped."""
+    from pyspark.sql import SparkSession
+
+    original = getattr(SparkSession.Builder.getOrCreate, "__wrapped__", None)
+    if original is not None:
+        SparkSession.Builder.getOrCreate = original  # type: ignore[method-assign]

@@ -1,7 +1,8 @@
 """The batch listener: a Python `QueryExecutionListener` (called through py4j on Spark's listener
 bus thread) that copies each action into one complete `Capture` (plan, leaves, write target,
-metrics, input and output snapshots, the partitions its scans read, the micro-batch it ran in)
-and hands it to the pipeline.
+metrics, input and output snapshots, the partitions its scans read, the micro-batch it ran in),
+lets its wrapper-command dedupe (`emitter.dedupe`) decide which actions become runs, and hands
+those to the attachment's pipeline thread (`worker.PipelineWorker.handle_actions`).
 
 It must never disturb the job: every callback is wrapped, failures are logged and dropped.
 """
@@ -9,7 +10,6 @@ It must never disturb the job: every callback is wrapped, failures are logged an
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
@@ -17,7 +17,9 @@ from typing import Any, Protocol
 
 from attrs import evolve
 
+from emitter import described as described_json
 from emitter.capture import Capture, MicroBatchTag, RelationInfo, WriteInfo
+from emitter.dedupe import WrapperDedupe
 from emitter.listener import files, jvm
 from emitter.listener.partitions import Partitions, ScannedPartitions
 from emitter.snapshots import Snapshot
@@ -26,29 +28,15 @@ log = logging.getLogger(__name__)
 
 STACK_TRACE_LIMIT = 16_000
 LISTENER_NAME = "OpenLineage batch listener"  # also how a cloned session shows it already holds one
-# Spark's micro-batch job description: "{name}\nid = {queryId}\nrunId = {runId}\nbatch = {batchId}"
-_BATCH_DESCRIPTION = re.compile(r"id = (?P<query>[0-9a-f-]{36})\s+runId = (?P<run>[0-9a-f-]{36})\s+batch = (?P<batch>\d+)")
 
 
 class ActionSink(Protocol):
-    """What the listener needs of the pipeline (`emitter.pipeline.Pipeline`)."""
+    """Where the listener hands the actions that become runs (`worker.PipelineWorker`)."""
 
     @property
     def closed(self) -> bool: ...
 
-    @property
-    def wants_reads(self) -> bool: ...
-
-    def merges(self, command: str, wrapper_id: int, wrapper_target: RelationInfo) -> bool: ...
-
-    def handle(self, capture: Capture) -> Any: ...
-
-
-def parse_batch_description(description: str) -> MicroBatchTag | None:
-    match = _BATCH_DESCRIPTION.search(description)
-    if match is None:
-        return None
-    return MicroBatchTag(match.group("query"), match.group("run"), int(match.group("batch")))
+    def handle_actions(self, actions: list[Capture]) -> None: ...
 
 
 class BatchListener:
@@ -57,12 +45,15 @@ class BatchListener:
     class Java:
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
-    def __init__(self, gateway: Any, pipeline: ActionSink, hadoop_conf: Any = None, tagger: Any = None) -> None:
+    def __init__(
+        self, gateway: Any, dedupe: WrapperDedupe, sink: ActionSink, hadoop_conf: Any = None, tagger: Any = None
+    ) -> None:
         self.dumper = jvm.PlanDumper(gateway)
         self.writes = jvm.WriteDescriber(gateway)
         self.scanned_partitions = ScannedPartitions(gateway)
         self.gateway = gateway
-        self.pipeline = pipeline
+        self.dedupe = dedupe  # called on Spark's listener bus thread only
+        self.sink = sink
         self.hadoop_conf = hadoop_conf  # for listing non-local write targets
         self.tagger = tagger  # the JVM micro-batch tagger (java/SparkLineageMicroBatchTags.java)
         self.extraction_ms: list[float] = []  # per captured action, for benchmarks and reports
@@ -78,28 +69,28 @@ class BatchListener:
 
     def _on_action(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> None:
         try:
-            if self.pipeline.closed:
+            if self.sink.closed:
                 return
             capture = self.capture(func_name, query_execution, duration_ns, exception)
             if capture is not None:
-                self.pipeline.handle(capture)
-        except Exception as error:  # noqa: BLE001 - never let lineage break the job
+                self.sink.handle_actions(self.dedupe.accept(capture))
+        except Exception as error:  # never let lineage break the job
             log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
 
     def capture(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:
         """The capture of one action; None for a read when reads are not emitted. A wrapper
-        command (CTAS, saveAsTable) the pipeline will merge into the nested write it already
-        has keeps only its target, mode and outcome: its plan (the whole query again), leaves
-        and snapshots are not copied out."""
+        command (CTAS, saveAsTable) the dedupe will merge into the nested write it already has
+        keeps only its target, mode and outcome: its plan (the whole query again), leaves and
+        snapshots are not copied out."""
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
         plan = query_execution.optimizedPlan()
         root_class = jvm.simple_class(plan)
         query_execution_id = int(query_execution.id())
         write, with_metrics = self.writes.describe(query_execution, plan, root_class)
-        if write is None and not self.pipeline.wants_reads:
+        if write is None and not self.dedupe.emit_reads:
             return None
-        merged = write is not None and self.pipeline.merges(write.command, query_execution_id, write.target)
+        merged = write is not None and self.dedupe.merges(write.command, query_execution_id, write.target)
         if write is not None and not merged and not with_metrics:
             write = evolve(write, metrics=jvm.executed_write_metrics(query_execution))
         leaves: Mapping[int, RelationInfo] = {}
@@ -144,7 +135,7 @@ class BatchListener:
         of every input, and the plan's JSON: in one helper round trip when the helper knows
         every leaf (file sources, local data), else leaf by leaf through py4j."""
         described = self.dumper.describe(plan)
-        if described is not None and jvm.fully_described(described[0]):
+        if described is not None and described_json.fully_described(described[0]):
             leaves, input_snapshots = self._described_leaves(plan, described[0])
             cached_plans: dict[int, str] = {}
             plan_json = described[1]
@@ -197,7 +188,7 @@ class BatchListener:
         """The fast path: every leaf came in the helper's one call."""
         leaves: dict[int, RelationInfo] = {}
         for description in described:
-            info = jvm.described_relation(description)
+            info = described_json.described_relation(description)
             if info is not None and description.get("key") is not None:
                 leaves.setdefault(description["key"], info)
         input_snapshots: dict[int, Snapshot] = {}
@@ -234,7 +225,7 @@ class BatchListener:
         tags = jvm.guarded(None, self.tagger.tagsOf, query_execution)
         node_name, _, description = str(tags or "").partition("\0")
         wrapper = node_name.rsplit(" ", 1)[-1] if node_name else None
-        return wrapper, parse_batch_description(description) if description else None
+        return wrapper, described_json.parse_batch_description(description) if description else None
 
 
 def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:

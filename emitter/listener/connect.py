@@ -29,9 +29,10 @@ from typing import Any
 
 from attrs import evolve
 
+from emitter import pipeline
 from emitter.capture import ConnectSession
 from emitter.config import EmitterConfig, is_disabled, load_config
-from emitter.listener import Attachment, janino, make_client, session_conf, session_info, start_attachment
+from emitter.listener import Attachment, janino, make_client, session_conf, session_info
 from emitter.listener.batch import LISTENER_NAME
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ class ConnectSessions:
     def _close(self, attachment: Attachment) -> None:
         attachment.close()
         with self._lock:
-            self.emitted_events += attachment.pipeline.emitted_events
+            self.emitted_events += attachment.worker.emitted_events
 
     def settle(self) -> bool:
         """`Attachment.settle` of every attached session; False when one timed out."""
@@ -192,4 +193,6 @@ def attach_session(
         return None
     app_name = spark.conf.get("spark.app.name", None) or DEFAULT_APP_NAME
     info = evolve(session_info(spark), app_name=app_name, connect=connect)
-    return start_attachment(spark, settings, info, client)
+    attachment = Attachment(spark, pipeline.new_context(settings, info), client)
+    attachment.start()
+    return attachment

@@ -25,8 +25,8 @@ SERVICE_CLASS = "org.apache.spark.sql.connect.service.SparkConnectService"
 PORT_CONF = "spark.connect.grpc.binding.port"
 ADDRESS_CONF = "spark.connect.grpc.binding.address"
 PYTHON_ENV = "PYSPARK_PYTHON"
-TOKEN_CONF = "spark.connect.authenticate.token"
-TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+TOKEN_CONF = "spark.connect.authenticate.token"  # noqa: S105 - the key's name, not a secret
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 
 class ConnectServerError(Exception):

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from emitter.capture import RelationInfo
+from emitter.described import location_of, parse_listing
 from emitter.listener import janino
 from emitter.listener import jvm as jvm_helpers
 from emitter.snapshots import (
@@ -48,13 +49,6 @@ def _listing_helper(gateway: Any) -> Any:
     """The JVM listing helper (`java/SparkLineageFileListing.java`), for this call only: the
     compiled class is cached per JVM by `janino`, an instance costs one py4j call."""
     return janino.new_instance(gateway, LISTING_CLASS)
-
-
-def parse_listing(text: str) -> Iterator[tuple[str, int, int]]:
-    """(path, size, mtime ms) from the helper's "path\tsize\tmtime" lines."""
-    for line in text.splitlines():
-        path, size, modified = line.rsplit("\t", 2)
-        yield path, int(size), int(modified)
 
 
 def index_listing(gateway: Any, file_index: Any) -> list[tuple[str, int, int]] | None:
@@ -159,13 +153,6 @@ def file_sink_snapshot(location: str, batch_id: int) -> Snapshot | None:
         return None
     log_entries = read_file_sink_log(location, batch_id)
     return file_sink_batch_snapshot(location, log_entries, batch_id) if log_entries else None
-
-
-def location_of(relation: RelationInfo) -> str | None:
-    """The one directory a relation's data lives under (table location, else its single path)."""
-    if relation.table_location:
-        return relation.table_location
-    return relation.paths[0] if len(relation.paths) == 1 else None
 
 
 def leaf_input_snapshot(gateway: Any, leaf: Any) -> Snapshot | None:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from emitter.capture import RelationInfo, SchemaField, TableRef, WriteInfo
+from emitter.described import described_write, schema_fields
 from emitter.listener import janino
 from emitter.naming import NAMING_OPTIONS, kafka_uris
 from emitter.snapshots import is_iceberg, v2_table_version
@@ -61,33 +62,6 @@ class PlanDumper:
         return json.loads(leaves), plan_json
 
 
-# leaves read entirely from the helper's description; any other leaf takes the py4j path
-DESCRIBED_LEAF_CLASSES = frozenset({"LogicalRelation", "LocalRelation", "OneRowRelation", "Range", "LogicalRDD"})
-
-
-def described_relation(description: dict[str, Any]) -> RelationInfo | None:
-    """RelationInfo from one `describe_leaves` entry; None for leaves that are no dataset."""
-    if description["class"] != "LogicalRelation" or description.get("relation") != "HadoopFsRelation":
-        return None
-    table = description.get("table")
-    return RelationInfo(
-        node_class="LogicalRelation",
-        paths=tuple(description.get("paths", ())),
-        format=description.get("format") or description.get("provider"),
-        table=TableRef(table["name"], table.get("database"), table.get("catalog")) if table else None,
-        table_location=description.get("location"),
-        schema=schema_fields(description["schema"]),
-        partition_columns=tuple(description.get("partitionColumns", ())),
-    )
-
-
-def fully_described(descriptions: list[dict[str, Any]]) -> bool:
-    return all(
-        d["class"] in DESCRIBED_LEAF_CLASSES and (d["class"] != "LogicalRelation" or d.get("relation") == "HadoopFsRelation")
-        for d in descriptions
-    )
-
-
 # scala collection helpers ----------------------------------------------------------------
 def iterate(seq: Any) -> Iterator[Any]:
     iterator = seq.iterator()
@@ -123,7 +97,7 @@ def cached_logical_plan(in_memory_relation: Any) -> Any | None:
     builder = in_memory_relation.cacheBuilder()
     try:
         return builder.logicalPlan()
-    except Exception:  # noqa: BLE001 - Spark 3.5
+    except Exception:  # noqa: BLE001, S110 - Spark 3.5 has no logicalPlan(): follow the cached physical plan
         pass
     node = builder.cachedPlan()
     while node is not None:
@@ -262,26 +236,6 @@ def schema_of(node: Any) -> tuple[SchemaField, ...]:
     return schema_fields(json.loads(str(node.schema().json())))
 
 
-def schema_fields(struct: dict[str, Any]) -> tuple[SchemaField, ...]:
-    return tuple(_schema_field(field["name"], field["type"]) for field in struct.get("fields", []))
-
-
-def _schema_field(name: str, data_type: Any) -> SchemaField:
-    if isinstance(data_type, str):
-        return SchemaField(name=name, type=data_type)
-    kind = data_type.get("type")
-    if kind == "struct":
-        return SchemaField(name=name, type="struct", fields=schema_fields(data_type))
-    if kind == "array":
-        element = _schema_field("_element", data_type["elementType"])
-        return SchemaField(name=name, type=f"array<{element.type}>", fields=element.fields)
-    if kind == "map":
-        key = _schema_field("key", data_type["keyType"])
-        value = _schema_field("value", data_type["valueType"])
-        return SchemaField(name=name, type=f"map<{key.type},{value.type}>", fields=value.fields)
-    return SchemaField(name=name, type=str(kind))
-
-
 # writes ----------------------------------------------------------------------------------
 WRITES_CLASS = "SparkLineageWrites"
 
@@ -303,37 +257,6 @@ class WriteDescriber:
             if text:
                 return described_write(json.loads(text)), True
         return write_info(root, command, query_execution, with_metrics=False), False
-
-
-def described_write(description: dict[str, Any]) -> WriteInfo:
-    """WriteInfo from the helper's JSON (see java/SparkLineageWrites.java)."""
-    command = description["command"]
-    output_columns = tuple(description.get("columns") or ())
-    fields = schema_fields(description.get("schema") or {})
-    if len(fields) == len(output_columns):
-        fields = tuple(SchemaField(name, f.type, f.fields) for name, f in zip(output_columns, fields, strict=True))
-    table_json = description.get("table")
-    table = TableRef(table_json["name"], table_json.get("database"), table_json.get("catalog")) if table_json else None
-    path = description.get("path")
-    if path is not None:
-        target = RelationInfo(
-            node_class=command,
-            paths=(path,),
-            format=description.get("format"),
-            table=table,
-            table_location=path if table is not None else None,
-            schema=fields,
-        )
-    else:
-        target = RelationInfo(
-            node_class=command,
-            table=table,
-            table_location=description.get("location"),
-            format=description.get("format"),
-            schema=fields,
-        )
-    metrics = {name: int(value) for name, value in (description.get("metrics") or {}).items()}
-    return WriteInfo(command=command, target=target, mode=description.get("mode"), output_columns=output_columns, metrics=metrics)
 
 
 def write_info(root: Any, command: str, query_execution: Any, with_metrics: bool = True) -> WriteInfo | None:

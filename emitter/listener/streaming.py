@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -27,6 +27,7 @@ import attrs
 from pyspark.sql.streaming import StreamingQueryListener
 from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryStartedEvent
 
+from emitter import described
 from emitter.capture import (
     Endpoint,
     RelationInfo,
@@ -38,7 +39,7 @@ from emitter.capture import (
 )
 from emitter.listener import files, jvm
 from emitter.naming import naming_options
-from emitter.snapshots import MicroBatch, Snapshot
+from emitter.snapshots import Snapshot
 from emitter.streams import endpoint_from_description, stream_endpoint
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ class LineageStreamingListener(StreamingQueryListener):
     def _guard(self, what: str, handler: Callable[[Any], None], event: Any) -> None:
         try:
             handler(event)
-        except Exception as error:  # noqa: BLE001 - never let lineage break the query
+        except Exception as error:  # never let lineage break the query
             log.warning("OpenLineage: streaming %s not recorded: %s", what, error, exc_info=log.isEnabledFor(10))
 
     def _on_started(self, event: Any) -> None:
@@ -114,7 +115,7 @@ class LineageStreamingListener(StreamingQueryListener):
         if run_id in self._started_runs:
             return
         self._started_runs.add(run_id)
-        when = _parse_time(getattr(event, "timestamp", None))
+        when = described.parse_time(getattr(event, "timestamp", None))
         query = self.session.streams.get(query_id)
         inner = query._jsq.streamingQuery() if query is not None else None
         started = StreamStarted(query_id, run_id, event.name, when)
@@ -132,7 +133,7 @@ class LineageStreamingListener(StreamingQueryListener):
         # missing start offset into the string "None")
         progress = json.loads(event.progress.json)
         live = self._queries.get(str(progress["id"]))
-        batch = micro_batch_of_progress(progress, live.checkpoint_location if live else None)
+        batch = described.micro_batch_of_progress(progress, live.checkpoint_location if live else None)
         sources = tuple(
             SourceProgress(str(s["description"]), s.get("startOffset"), s.get("endOffset")) for s in progress.get("sources", [])
         )
@@ -146,7 +147,7 @@ class LineageStreamingListener(StreamingQueryListener):
             sink = live.sink
             if sink is not None and sink.is_file and sink.relation is not None:
                 sink_snapshot = jvm.guarded(None, files.file_sink_snapshot, sink.relation.paths[0], batch.batch_id)
-        when = _parse_time(progress.get("timestamp"))
+        when = described.parse_time(progress.get("timestamp"))
         self.handle(StreamProgress(batch.query_id, batch.run_id, when, batch, sources, static_snapshots, sink_snapshot))
 
     def _on_terminated(self, event: Any) -> None:
@@ -281,25 +282,3 @@ def _leaf_by_key(plan: Any, leaf_key: int) -> Any | None:
         if jvm.leaf_key(leaf) == leaf_key:
             return leaf
     return None
-
-
-def micro_batch_of_progress(progress: Mapping[str, Any], checkpoint_location: str | None) -> MicroBatch:
-    """The `microBatch` facet's content from a StreamingQueryProgress JSON."""
-    duration = (progress.get("durationMs") or {}).get("triggerExecution")
-    return MicroBatch(
-        batch_id=int(progress["batchId"]),
-        query_id=str(progress["id"]),
-        run_id=str(progress["runId"]),
-        num_input_rows=int(progress.get("numInputRows") or 0),
-        checkpoint_location=checkpoint_location,
-        duration_ms=int(duration) if duration is not None else None,
-    )
-
-
-def _parse_time(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(timezone.utc)
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return datetime.now(timezone.utc)

@@ -1,16 +1,19 @@
-"""The pipeline's own thread: events are built off Spark's listener bus.
+"""The attachment's pipeline thread: events are built off Spark's listener bus, then handed to
+the transport.
 
 Spark calls the listeners on its listener bus thread, which every other listener of the
 application shares; while a callback runs, Spark's queue of events waits (and drops events
-when it fills up). So a callback only captures and decides: the listener copies the action out
-of the JVM, `Pipeline.accept` says at once which actions are ready to become runs (which keeps
-the wrapper-command dedupe exact for the next callback), and building their events (plan
-parse, column lineage, facets, handing the events to the transport) happens here, one item at a time
-in arrival order, streaming callbacks included, so the events come out in the same order as
-when they were built on the bus.
+when it fills up). So a callback only captures and decides: the batch listener copies the
+action out of the JVM and asks its `emitter.dedupe.WrapperDedupe` which actions are ready to
+become runs; building their events (`emitter.pipeline`: plan parse, column lineage, facets)
+and handing them to the transport (`client.emit`, the only I/O) happen here, one item at a
+time in arrival order, streaming callbacks included, so the events come out in the order
+Spark reported what they describe.
 
-The queue is bounded: when the pipeline falls that far behind, the listener waits for room
-rather than drop anything. `settle` waits until everything handed over has been built and
+This thread keeps the attachment's streaming runs (`streams.StreamRuns`): a StreamStarted
+registers its run before its events are built, so a foreachBatch write queued after it finds
+its parent. The queue is bounded: when building falls that far behind, the listener waits for
+room rather than drop anything. `settle` waits until everything handed over has been built and
 handed to the transport; `stop` does that and ends the thread (the attachment's `close`).
 """
 
@@ -19,11 +22,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from emitter.capture import Capture, RelationInfo, StreamCapture
-from emitter.pipeline import Pipeline
+from openlineage.client.event_v2 import RunEvent
+
+from emitter import pipeline
+from emitter.capture import Capture, StreamCapture, StreamStarted
+from emitter.streams import StreamRuns
 
 log = logging.getLogger(__name__)
 
@@ -32,36 +38,69 @@ _STOP = object()
 
 
 class PipelineWorker:
-    """Stands in for the pipeline towards the listeners (`batch.ActionSink` and the streaming
-    listener's handler) and feeds it from one thread."""
+    """Builds an attachment's events from the captures its listeners hand over, on one thread,
+    and emits them through `client` (openlineage-python's client: the transport stage)."""
 
-    def __init__(self, pipeline: Pipeline, capacity: int = QUEUED_ITEMS) -> None:
-        self.pipeline = pipeline
+    def __init__(self, context: pipeline.Context, client: Any, capacity: int = QUEUED_ITEMS) -> None:
+        self.context = context
+        self.client = client
+        self.streams = StreamRuns()  # touched by the building thread only
+        self.emitted_events = 0  # handed to the transport (which may still be delivering them)
+        self._closed = False  # after the application COMPLETE nothing more is emitted
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=capacity)
         self._thread = threading.Thread(target=self._run, name="openlineage-pipeline", daemon=True)
         self._stopped = False
         self._thread.start()
 
-    # what the batch listener asks of the pipeline -------------------------------------
     @property
     def closed(self) -> bool:
-        return self.pipeline.closed
+        return self._closed
 
-    @property
-    def wants_reads(self) -> bool:
-        return self.pipeline.wants_reads
+    # what the listeners hand over -------------------------------------------------------
+    def handle_actions(self, actions: list[Capture]) -> None:
+        """Actions the dedupe let through (the batch listener, on Spark's listener bus)."""
+        if actions and not self._closed:
+            self._put(self.build_actions, actions)
 
-    def merges(self, command: str, wrapper_id: int, wrapper_target: RelationInfo) -> bool:
-        return self.pipeline.merges(command, wrapper_id, wrapper_target)
-
-    def handle(self, capture: Capture) -> None:
-        ready = self.pipeline.accept(capture)
-        if ready:
-            self._put(self.pipeline.emit_actions, ready)
-
-    # what the streaming listener hands over ---------------------------------------------
     def handle_stream(self, capture: StreamCapture) -> None:
-        self._put(self.pipeline.handle_stream, capture)
+        """One streaming callback (the streaming listener)."""
+        if not self._closed:
+            self._put(self.build_stream, capture)
+
+    # building (on this worker's thread) ---------------------------------------------------
+    def build_actions(self, actions: list[Capture]) -> list[RunEvent]:
+        context = self.context.with_streams(self.streams.live())
+        built = [event for action in actions for event in pipeline.action_events(action, context)]
+        self.emit(built)
+        return built
+
+    def build_stream(self, capture: StreamCapture) -> list[RunEvent]:
+        if isinstance(capture, StreamStarted):
+            self.streams.started(pipeline.started_run(capture, self.context))
+        built = pipeline.stream_events(capture, self.context.with_streams(self.streams.live()))
+        self.emit(built)
+        return built
+
+    # the transport stage ------------------------------------------------------------------
+    def emit(self, built: Iterable[RunEvent]) -> None:
+        for event in built:
+            if self._closed:
+                return
+            try:
+                self.client.emit(event)
+            except Exception as error:  # noqa: BLE001 - a transport failure must never reach the job
+                log.warning("OpenLineage event not emitted: %s", error)
+            else:
+                self.emitted_events += 1
+
+    def start_application(self) -> None:
+        self.emit([pipeline.application_event(self.context, "START")])
+
+    def complete_application(self) -> None:
+        """The application COMPLETE, last: nothing is emitted after it."""
+        if not self._closed:
+            self.emit([pipeline.application_event(self.context, "COMPLETE")])
+            self._closed = True
 
     # waiting ----------------------------------------------------------------------------
     def settle(self, timeout_s: float | None = None) -> bool:
@@ -81,7 +120,7 @@ class PipelineWorker:
         return settled
 
     def _put(self, step: Callable[[Any], object], item: Any) -> None:
-        if self._stopped:  # after close: build on the caller's thread rather than lose it
+        if self._stopped:  # after stop: build on the caller's thread rather than lose it
             step(item)
             return
         self._queue.put((step, item))
@@ -94,7 +133,7 @@ class PipelineWorker:
                     return
                 step, item = entry
                 step(item)
-            except Exception as error:  # noqa: BLE001 - one bad capture must not end the thread
+            except Exception as error:  # one bad capture must not end the thread
                 log.warning("OpenLineage: events of a Spark action not built: %s", error, exc_info=log.isEnabledFor(10))
             finally:
                 self._queue.task_done()

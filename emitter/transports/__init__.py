@@ -26,13 +26,17 @@ Registry
 --------
 :data:`TRANSPORTS` maps transport types to dotted class paths, imported only when a client
 is built with that type (kafka-python is imported only if ``kafka`` is used).
-:func:`register` puts them into openlineage-python's default factory, overriding the
-built-in ``kafka`` transport (which needs confluent-kafka).
+:func:`factory` is a transport factory of our own: openlineage-python's defaults plus ours,
+overriding the built-in ``kafka`` transport (which needs confluent-kafka); the emitter hands
+it to the ``OpenLineageClient`` it builds, so openlineage-python's process-wide default
+factory is left as it is. :func:`register` changes that default factory, for scripts that
+build their own client (a composite transport's children are built by the default factory).
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 TRANSPORTS: dict[str, str] = {
     "kafka": "emitter.transports.kafka.KafkaTransport",
@@ -64,17 +68,29 @@ def transport_class(kind: str) -> type:
     return found
 
 
+def factory() -> Any:
+    """A new openlineage-python transport factory: its default transports, and ours over them."""
+    from openlineage.client.transport import DefaultTransportFactory, get_default_factory
+
+    own = DefaultTransportFactory()
+    own.transports.update(get_default_factory().transports)
+    for kind, dotted_path in TRANSPORTS.items():
+        own.register_transport(kind, dotted_path)
+    return own
+
+
 def register() -> None:
-    """Register our transports in openlineage-python's default factory (idempotent).
+    """Register our transports in openlineage-python's default factory (idempotent; process-wide:
+    the emitter itself uses `factory` instead).
 
     Dotted strings are registered, so nothing heavy is imported until a client is
     actually configured with that transport type.
     """
     from openlineage.client.transport import get_default_factory
 
-    factory = get_default_factory()
+    default = get_default_factory()
     for kind, dotted_path in TRANSPORTS.items():
-        factory.register_transport(kind, dotted_path)
+        default.register_transport(kind, dotted_path)
 
 
-__all__ = ["TRANSPORTS", "TransportRegistryError", "register", "transport_class"]
+__all__ = ["TRANSPORTS", "TransportRegistryError", "factory", "register", "transport_class"]

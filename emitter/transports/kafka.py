@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 from openlineage.client.transport.transport import Config, Transport
 
-from emitter.transports.records import Pending, Record, message_key, next_seq
+from emitter.transports.records import Pending, Record, Sequence, message_key
 from emitter.transports.sender import BackgroundSender, SenderSettings
 from emitter.transports.spool import Spool, default_spool_dir
 
@@ -85,9 +85,6 @@ _CONFIG_ALIASES = {
     "queue_size": "queueSize",
 }
 _FACTORY_KEYS = {"type", "name", "priority"}
-
-
-_KAFKA_LOG_SINK = logging.NullHandler()
 
 
 class KafkaConfigError(ValueError):
@@ -257,9 +254,9 @@ class KafkaTransport(Transport):
 
     def __init__(self, config: KafkaConfig) -> None:
         _require_kafka_python()
-        # kafka-python logs every refused connection at ERROR; without this, a script with no
-        # logging set up would print them (via logging.lastResort) while the broker is down
-        logging.getLogger("kafka").addHandler(_KAFKA_LOG_SINK)
+        # kafka-python logs every refused connection at ERROR; a script with no logging set up
+        # does not print them, as kafka-python's package adds a NullHandler to its own logger
+        self._sequence = Sequence()
         self.config = config
         self.topic = config.topic
         self.message_key = config.messageKey
@@ -283,7 +280,7 @@ class KafkaTransport(Transport):
     def emit(self, event: Any) -> None:
         try:
             key = self.message_key or message_key(event)
-            self._sender.submit(Pending(seq=next_seq(), topic=self.topic, key=key, event=event))
+            self._sender.submit(Pending(seq=self._sequence.next(), topic=self.topic, key=key, event=event))
         except Exception:  # the Spark job must never see a lineage failure
             log.exception("kafka transport: could not accept a lineage event")
 

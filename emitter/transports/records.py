@@ -123,17 +123,20 @@ class Pending:
         return Record(seq=self.seq, topic=self.topic, key=self.key, value=serialize(self.event))
 
 
-_seq_lock = threading.Lock()
-_last_seq = 0
-
-
-def next_seq() -> int:
-    """A strictly increasing number in this process, close to wall-clock nanoseconds.
+class Sequence:
+    """Strictly increasing numbers close to wall-clock nanoseconds, one sequence per transport.
 
     Wall-clock based so that spools written by successive applications sort in the order
-    their events happened; forced monotonic because the wall clock can step back.
+    their events happened; forced monotonic because the wall clock can step back. Each
+    transport owns its sequence (no process-wide counter): two transports of one process that
+    share a spool directory would collide only on the same nanosecond.
     """
-    global _last_seq
-    with _seq_lock:
-        _last_seq = max(time.time_ns(), _last_seq + 1)
-        return _last_seq
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last = 0
+
+    def next(self) -> int:
+        with self._lock:
+            self._last = max(time.time_ns(), self._last + 1)
+            return self._last

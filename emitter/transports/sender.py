@@ -179,7 +179,7 @@ class BackgroundSender:
         self._connect_attempted = True
         try:
             sink = self._connect()
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - an unreachable broker, whatever the client raises: spool and retry
             level = logging.DEBUG if self._warned_unreachable else logging.WARNING
             log.log(level, "Kafka unreachable (%s); lineage events wait in %s", error, self.spool.directory)
             self._warned_unreachable = True
@@ -218,7 +218,7 @@ class BackgroundSender:
             self._current = record
         try:
             delivery = sink.send(record)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a send failure of any kind must not reach the job: spooled
             rejected = sink.rejects(error)
             if rejected:
                 self._log_rejected(error)
@@ -303,7 +303,7 @@ class BackgroundSender:
         for spooled in batch:
             try:
                 sent.append((spooled, sink.send(spooled.record)))
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - a send failure of any kind must not reach the job: kept spooled
                 if sink.rejects(error):  # a record the broker never takes must not block the ones after it
                     self._log_rejected(error)
                     self.spool.remove(spooled)
@@ -419,7 +419,7 @@ class BackgroundSender:
     def _flush(self, sink: Sink, timeout_seconds: float) -> None:
         try:
             sink.flush(max(0.0, timeout_seconds))
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - a flush that fails at close leaves the records spooled
             log.debug("Flush did not complete: %s", error)
 
     def _time_left(self) -> float:
@@ -429,7 +429,7 @@ class BackgroundSender:
 def _close_quietly(sink: Sink) -> None:
     try:
         sink.close()
-    except Exception as error:
+    except Exception as error:  # noqa: BLE001 - closing a broken producer must not fail the close
         log.debug("Closing the Kafka producer: %s", error)
 
 

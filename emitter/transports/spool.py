@@ -1,7 +1,7 @@
 """On-disk spool: records that could not be delivered yet, oldest first, shared by applications.
 
 One file per record, named ``{seq:020d}-{writer}.rec`` so a directory listing sorted by
-name is the order the events were emitted in (see ``records.next_seq``), across every
+name is the order the events were emitted in (see ``records.Sequence``), across every
 process that spooled into the directory. A file holds one JSON header line
 (``{"topic": ..., "key": ...}``) followed by the event bytes, and appears atomically
 (written aside, then renamed), so a reader never sees half a record.
@@ -51,7 +51,7 @@ class SpooledRecord:
 def default_spool_dir(bootstrap_servers: str) -> Path:
     """Under the user cache dir, one directory per Kafka cluster (records carry their topic)."""
     cache_home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    cluster_id = hashlib.sha1(bootstrap_servers.encode("utf-8")).hexdigest()[:12]
+    cluster_id = hashlib.sha1(bootstrap_servers.encode("utf-8"), usedforsecurity=False).hexdigest()[:12]
     return cache_home / "spark-lineage" / "kafka-spool" / cluster_id
 
 

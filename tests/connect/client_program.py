@@ -17,7 +17,7 @@ import os
 import sys
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+from pyspark.sql import functions as sf
 from pyspark.sql.window import Window
 
 
@@ -45,9 +45,9 @@ def batch(spark: SparkSession, data_dir: str, app: str) -> None:
         f"CREATE TABLE {app}_upper USING parquet AS SELECT id, upper(name) AS uname, age + 1 AS next_age FROM {app}_customers"
     )
     spark.table(f"{app}_customers").where("age > 30").select(
-        "id", F.concat_ws("-", "name", "country").alias("uname"), "age"
+        "id", sf.concat_ws("-", "name", "country").alias("uname"), "age"
     ).write.insertInto(f"{app}_upper")
-    spark.table(f"{app}_upper").select((F.col("next_age") * 2).alias("twice")).write.mode("overwrite").parquet(
+    spark.table(f"{app}_upper").select((sf.col("next_age") * 2).alias("twice")).write.mode("overwrite").parquet(
         os.path.join(data_dir, f"{app}_twice")
     )
 
@@ -60,11 +60,11 @@ def analytics(spark: SparkSession, data_dir: str, app: str) -> None:
     customers = spark.table(f"{app}_customers")
     revenue = (
         spark.table(f"{app}_orders")
-        .join(customers, F.col("customer_id") == F.col("id"))
+        .join(customers, sf.col("customer_id") == sf.col("id"))
         .groupBy("country", "name")
-        .agg(F.sum("amount").alias("revenue"))
+        .agg(sf.sum("amount").alias("revenue"))
     )
-    ranked = revenue.withColumn("rank", F.rank().over(Window.partitionBy("country").orderBy(F.desc("revenue"))))
+    ranked = revenue.withColumn("rank", sf.rank().over(Window.partitionBy("country").orderBy(sf.desc("revenue"))))
     ranked.write.mode("overwrite").saveAsTable(f"{app}_ranked")
 
 
@@ -77,7 +77,7 @@ def stream(spark: SparkSession, data_dir: str, app: str) -> None:
     target = f"{app}_stream_sink"
 
     def write_batch(frame, batch_id):  # type: ignore[no-untyped-def]
-        frame.select((F.col("n") * 10).alias("n10"), F.upper("label").alias("label")).write.mode("append").saveAsTable(target)
+        frame.select((sf.col("n") * 10).alias("n10"), sf.upper("label").alias("label")).write.mode("append").saveAsTable(target)
 
     writer = (
         spark.readStream.schema("n INT, label STRING")

@@ -21,7 +21,7 @@ from tests.support.events import batch_write, table
 
 
 @pytest.fixture
-def outage_database(postgres_database_url):  # noqa: ARG001 - skips when PostgreSQL is unreachable
+def outage_database(postgres_database_url):
     admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
     name = f"lineage_outage_{uuid.uuid4().hex[:8]}"
     with admin.connect() as connection:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import emitter
+from emitter import described as described_json
 from emitter import listener as listener_module
 from emitter.listener import jvm
 from tests.lineage.helpers import without_unread_parts
@@ -41,11 +42,13 @@ def test_conf_switch_disables_attach(spark):
 def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tmp_path: Path):
     events_path = tmp_path / "events.jsonl"
     config = {"namespace": "inproc", "transport": {"type": "file", "log_file_path": str(events_path), "append": True}}
+    users_own = spark.conf.get("spark.sql.debug.maxToStringFields", None)  # set by an earlier test, or not
     attachment = emitter.attach(spark, config)
     try:
         assert attachment is not None
         assert emitter.attach(spark, config) is attachment, "attaching twice registers once"
-        assert spark.conf.get("spark.sql.debug.maxToStringFields") == listener_module.MAX_TO_STRING_FIELDS
+        raised = spark.conf.get("spark.sql.debug.maxToStringFields")
+        assert raised == (users_own or listener_module.MAX_TO_STRING_FIELDS), "raised unless the user set it"
         source = tmp_path / "source"
         spark.range(4).selectExpr("id", "cast(id AS string) AS label").write.parquet(str(source))
         spark.read.parquet(str(source)).selectExpr("id", "upper(label) AS label").write.mode("overwrite").saveAsTable(
@@ -55,6 +58,7 @@ def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tm
         wait_for_listeners(spark)
     finally:
         listener_module.close_session(spark)
+    assert spark.conf.get("spark.sql.debug.maxToStringFields", None) == users_own, "as it was again after close"
     events = read_events(events_path)
     for event in events:
         assert_valid_event(event)
@@ -85,21 +89,18 @@ def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
 
     class BrokenPipeline:
         closed = False
-        wants_reads = False
 
-        def merges(self, command, wrapper_id, wrapper_target):
-            return False
-
-        def handle(self, capture):
-            failures.append(capture.root_class)
+        def handle_actions(self, actions):
+            failures.extend(capture.root_class for capture in actions)
             raise RuntimeError("pipeline bug")
 
     from pyspark.java_gateway import ensure_callback_server_started
 
+    from emitter.dedupe import WrapperDedupe
     from emitter.listener.batch import BatchListener
 
     ensure_callback_server_started(spark.sparkContext._gateway)
-    listener = BatchListener(spark.sparkContext._gateway, BrokenPipeline())
+    listener = BatchListener(spark.sparkContext._gateway, WrapperDedupe(), BrokenPipeline())
     spark._jsparkSession.listenerManager().register(listener)
     try:
         spark.range(2).write.parquet(str(tmp_path / "out"))
@@ -119,10 +120,10 @@ def test_helper_describes_leaves_as_the_py4j_path_does(spark, tmp_path: Path):
     description = jvm.PlanDumper(spark.sparkContext._gateway).describe(plan)
     assert description is not None
     described = description[0]
-    assert jvm.fully_described(described)
+    assert described_json.fully_described(described)
     leaves = jvm.leaves_with_subqueries(plan)
     assert [d["key"] for d in described] == [jvm.leaf_key(leaf) for leaf in leaves]
-    from_helper = [jvm.described_relation(d) for d in described]
+    from_helper = [described_json.described_relation(d) for d in described]
     from_py4j = [jvm.relation_info(leaf, jvm.simple_class(leaf)) for leaf in leaves]
     assert from_helper == from_py4j
     assert {info.table.qualified for info in from_helper if info.table} == {"default.described_table"}
@@ -195,7 +196,7 @@ class _WriteRecorder:
         self.describer = describer
         self.pairs: list[tuple[str, object, object]] = []
 
-    def onSuccess(self, func_name: str, query_execution, duration_ns: int) -> None:  # noqa: N802
+    def onSuccess(self, func_name: str, query_execution, duration_ns: int) -> None:
         plan = query_execution.optimizedPlan()
         command = jvm.simple_class(plan)
         described, with_metrics = self.describer.describe(query_execution, plan, command)
@@ -203,7 +204,7 @@ class _WriteRecorder:
             assert with_metrics, "the helper knows every write of these"
             self.pairs.append((command, described, jvm.write_info(plan, command, query_execution, with_metrics=True)))
 
-    def onFailure(self, func_name: str, query_execution, exception) -> None:  # noqa: N802
+    def onFailure(self, func_name: str, query_execution, exception) -> None:
         pass
 
 
@@ -233,3 +234,64 @@ def test_write_helper_describes_each_write_as_the_py4j_calls_do(spark, tmp_path:
     for command, described, through_py4j in recorder.pairs:
         assert described == through_py4j, command
     assert any(described.metrics.get("numOutputRows") == 5 for _, described, _ in recorder.pairs)
+
+
+def test_what_attach_hooks_outside_the_attachment_is_undone_when_the_last_one_closes(spark, tmp_path: Path):
+    from openlineage.client.transport import get_default_factory
+
+    session_class = type(spark)
+    stop_before = session_class.stop
+    factory_before = dict(get_default_factory().transports)
+    users_own = spark.conf.get("spark.sql.debug.maxToStringFields", None)
+    spark.conf.set("spark.sql.debug.maxToStringFields", "77")  # the user's own setting
+    config = {"transport": {"type": "file", "log_file_path": str(tmp_path / "events.jsonl"), "append": True}}
+    other = spark.newSession()
+    try:
+        first, second = emitter.attach(spark, config), emitter.attach(other, config)
+        assert first is not None and second is not None
+        assert session_class.stop is not stop_before, "stop completes the application run while attached"
+        assert listener_module._hooks.exit_hook_registered, "one exit hook (close_all) for every attachment"
+        assert spark.conf.get("spark.sql.debug.maxToStringFields") == "77", "the user's setting is kept"
+        assert other.conf.get("spark.sql.debug.maxToStringFields") == listener_module.MAX_TO_STRING_FIELDS
+        assert dict(get_default_factory().transports) == factory_before, "openlineage-python's factory is not changed"
+        listener_module.close_session(spark)
+        assert session_class.stop is not stop_before, "another attachment still lives"
+    finally:
+        listener_module.close_session(other)
+        if users_own is None:
+            spark.conf.unset("spark.sql.debug.maxToStringFields")
+        else:
+            spark.conf.set("spark.sql.debug.maxToStringFields", users_own)
+    assert session_class.stop is stop_before
+    assert not listener_module._hooks.exit_hook_registered
+    assert other.conf.get("spark.sql.debug.maxToStringFields", None) is None
+
+
+def test_the_conf_opt_out_leaves_max_to_string_fields_alone(spark, tmp_path: Path):
+    config = {"transport": {"type": "file", "log_file_path": str(tmp_path / "events.jsonl")}, "raiseMaxToStringFields": False}
+    session = spark.newSession()
+    try:
+        assert emitter.attach(session, config) is not None
+        assert session.conf.get("spark.sql.debug.maxToStringFields", None) is None
+    finally:
+        listener_module.close_session(session)
+
+
+def test_every_java_helper_compiles_and_instantiates(spark):
+    """A broken helper fails here, not as a quiet fallback in a user's run: the sources are compiled
+    afresh (not the per-JVM cache) and every class they declare loads and instantiates."""
+    from importlib import resources
+
+    from emitter.listener import janino
+
+    gateway = spark.sparkContext._gateway
+    compiler = gateway.jvm.org.codehaus.janino.SimpleCompiler()
+    compiler.setParentClassLoader(gateway.jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+    compiler.cook(janino.java_source())
+    loader = compiler.getClassLoader()
+    names = sorted(
+        r.name.removesuffix(".java") for r in resources.files(janino.JAVA_PACKAGE).iterdir() if r.name.endswith(".java")
+    )
+    assert len(names) >= 7
+    for name in names:
+        assert loader.loadClass(name).newInstance() is not None, name

@@ -1,12 +1,12 @@
-"""The pipeline on captures built from fixture data, with no Spark: batch actions with their
-snapshots, streaming runs, foreachBatch parents, closing; and the one-way import graph."""
+"""The attachment's stages on captures built from fixture data, with no Spark: the listener's
+wrapper dedupe, the pure event building (`emitter.pipeline`) and the pipeline thread's emitting
+(`emitter.listener.worker`): batch actions with their snapshots, streaming runs, foreachBatch
+parents, closing."""
 
 from __future__ import annotations
 
-import ast
 import json
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 from attrs import evolve
@@ -27,7 +27,9 @@ from emitter.capture import (
     WriteInfo,
 )
 from emitter.config import EmitterConfig
-from emitter.pipeline import Pipeline
+from emitter.dedupe import WrapperDedupe
+from emitter.listener.worker import PipelineWorker
+from emitter.pipeline import action_events, new_context
 from emitter.plan import parse_plan
 from emitter.snapshots import MicroBatch, Snapshot
 from tests.support.paths import PROJECT_ROOT
@@ -48,9 +50,42 @@ class CollectingClient:
         self.events.append(Serde.to_dict(event))
 
 
-def _pipeline(**config: Any) -> tuple[Pipeline, CollectingClient]:
+class Stages:
+    """An attachment's stages without Spark, called on the test's thread: the batch listener's
+    dedupe, then the pipeline thread's building and emitting (`build_actions` / `build_stream`
+    are what its thread runs for each queued item)."""
+
+    def __init__(self, client: Any, session: SessionInfo = SESSION, **config: Any) -> None:
+        settings = EmitterConfig(**{"namespace": "fixtures", **config})
+        self.context = new_context(settings, session)
+        self.dedupe = WrapperDedupe(emit_reads=settings.emit_reads)
+        self.worker = PipelineWorker(self.context, client)
+        self.app_run_id = self.context.app_run_id
+
+    def handle(self, capture: Capture) -> list[Any]:
+        return self.worker.build_actions(self.dedupe.accept(capture))
+
+    # a batch listener's sink that builds at once, on the caller's thread
+    @property
+    def closed(self) -> bool:
+        return self.worker.closed
+
+    def handle_actions(self, actions: list[Capture]) -> None:
+        self.worker.build_actions(actions)
+
+    def handle_stream(self, capture: Any) -> list[Any]:
+        return self.worker.build_stream(capture)
+
+    def complete_application(self) -> None:
+        """What the attachment's close does once the listeners are gone."""
+        self.worker.build_actions(self.dedupe.drain())
+        self.worker.stop(10)
+        self.worker.complete_application()
+
+
+def _pipeline(**config: Any) -> tuple[Stages, CollectingClient]:
     client = CollectingClient()
-    return Pipeline(EmitterConfig(namespace="fixtures", **config), SESSION, client), client
+    return Stages(client, **config), client
 
 
 def _aggregate_capture(micro_batch: MicroBatchTag | None = None) -> Capture:
@@ -185,14 +220,30 @@ def test_a_write_inside_a_micro_batch_names_the_streaming_run_as_parent() -> Non
     assert other["run"]["runId"] == pipeline.app_run_id, "an unknown streaming run: the application is the parent"
 
 
-def test_a_completed_pipeline_emits_nothing_more() -> None:
+def test_a_completed_attachment_emits_nothing_more() -> None:
     pipeline, client = _pipeline()
-    pipeline.start_application()
+    pipeline.worker.start_application()
     pipeline.complete_application()
-    assert pipeline.closed
-    assert pipeline.handle(_aggregate_capture()) == []
-    assert pipeline.handle_stream(_started()) == []
+    assert pipeline.worker.closed
+    pipeline.worker.handle_actions([_aggregate_capture()])
+    pipeline.worker.handle_stream(_started())
+    pipeline.handle(_aggregate_capture())
     assert [e["eventType"] for e in client.events] == ["START", "COMPLETE"]
+
+
+def test_building_events_is_a_pure_function_of_capture_and_context() -> None:
+    capture = _aggregate_capture()
+    context = new_context(EmitterConfig(namespace="fixtures"), SESSION)
+    before = (capture, context)
+    first, second = action_events(capture, context), action_events(capture, context)
+    assert (capture, context) == before, "neither input is changed"
+    strip = [("run", "runId")]
+    as_dicts = [[Serde.to_dict(event) for event in built] for built in (first, second)]
+    for built in as_dicts:
+        for event in built:
+            for outer, inner in strip:
+                event[outer].pop(inner)
+    assert as_dicts[0] == as_dicts[1], "the same events but for the new run's id"
 
 
 def test_only_wrapper_commands_are_merged() -> None:
@@ -200,47 +251,14 @@ def test_only_wrapper_commands_are_merged() -> None:
     pending = evolve(_aggregate_capture(), func_name="file source write", query_execution_id=9)
     assert pipeline.handle(pending) == []
     target = RelationInfo("CreateDataSourceTableAsSelectCommand", table=TableRef("out"), table_location="file:/out")
-    assert pipeline.merges("CreateDataSourceTableAsSelectCommand", 8, target)
-    assert not pipeline.merges("InsertIntoHadoopFsRelationCommand", 8, target)
-    assert not pipeline.merges("CreateDataSourceTableAsSelectCommand", 10, target), "the wrapper comes with a lower id"
+    assert pipeline.dedupe.merges("CreateDataSourceTableAsSelectCommand", 8, target)
+    assert not pipeline.dedupe.merges("InsertIntoHadoopFsRelationCommand", 8, target)
+    assert not pipeline.dedupe.merges("CreateDataSourceTableAsSelectCommand", 10, target), "the wrapper comes with a lower id"
     [merged, _] = pipeline.handle(_wrapper(8, target))
     assert merged.job.name == "fixture_app.create_data_source_table_as_select_command.out"
-    assert pipeline.merges("SaveAsV1TableCommand", 6, target), "an outer wrapper of the merged write"
+    assert pipeline.dedupe.merges("SaveAsV1TableCommand", 6, target), "an outer wrapper of the merged write"
     assert pipeline.handle(_wrapper(6, target, "SaveAsV1TableCommand")) == []
 
 
 def _wrapper(qe_id: int, target: RelationInfo, command: str = "CreateDataSourceTableAsSelectCommand") -> Capture:
     return Capture("command", qe_id, END, 0, "", root_class=command, write=WriteInfo(command, target, "ErrorIfExists"))
-
-
-PURE_MODULES = (
-    "pipeline.py",
-    "streams.py",
-    "plan.py",
-    "facets.py",
-    "events.py",
-    "snapshots.py",
-    "capture.py",
-    "expressions.py",
-    "lineage",
-)
-
-
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return found
-
-
-def test_the_pure_side_never_imports_the_listeners_or_pyspark() -> None:
-    emitter_dir = PROJECT_ROOT / "emitter"
-    for name in PURE_MODULES:
-        paths = sorted((emitter_dir / name).rglob("*.py")) if (emitter_dir / name).is_dir() else [emitter_dir / name]
-        for path in paths:
-            bad = {m for m in _imports(path) if m.startswith(("emitter.listener", "pyspark", "py4j"))}
-            assert not bad, f"{path.relative_to(PROJECT_ROOT)} imports {bad}"

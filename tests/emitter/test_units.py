@@ -11,10 +11,11 @@ from attrs import evolve
 from openlineage.client.serde import Serde
 
 from emitter.capture import Capture, RelationInfo, SchemaField, SessionInfo, TableRef, WriteInfo
-from emitter.config import EmitterConfig, is_disabled, load_config
+from emitter.config import is_disabled, load_config
+from emitter.dedupe import wraps
 from emitter.facets import redact
 from emitter.naming import dataset_name, job_name, table_namespace
-from emitter.pipeline import Pipeline, wraps
+from tests.emitter.test_pipeline import Stages
 from tests.support.spec import assert_valid_event
 
 
@@ -132,9 +133,9 @@ def _capture(
     )
 
 
-def _pipeline(**config: Any) -> tuple[Pipeline, CollectingClient]:
+def _pipeline(**config: Any) -> tuple[Stages, CollectingClient]:
     client = CollectingClient()
-    return Pipeline(EmitterConfig(**config), SESSION, client), client
+    return Stages(client, SESSION, **{"namespace": "default", **config}), client
 
 
 def test_nested_save_as_table_callbacks_make_one_run_with_table_and_metrics():

@@ -1,6 +1,6 @@
 """The pipeline's thread (`emitter.listener.worker`) on fixture captures, with no Spark: the
-listener's call returns before the events are built, the wrapper dedupe stays exact for the
-next callback, events come out in arrival order (streaming callbacks included), a failing
+listener's call returns before the events are built, the listener's wrapper dedupe stays exact
+for the next callback, events come out in arrival order (streaming callbacks included), a failing
 capture does not end the thread, a full backlog waits instead of dropping, and stop drains."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from openlineage.client.serde import Serde
 
 from emitter.capture import MicroBatchTag, RelationInfo, StreamEnded, TableRef
 from emitter.config import EmitterConfig
+from emitter.dedupe import WrapperDedupe
 from emitter.listener.worker import PipelineWorker
-from emitter.pipeline import Pipeline
+from emitter.pipeline import new_context
 from tests.emitter.test_pipeline import END, QUERY_ID, RUN_ID, SESSION, _aggregate_capture, _started, _wrapper
 from tests.support.spec import assert_valid_event
 
@@ -38,9 +39,24 @@ class GatedClient:
         self.events.append(Serde.to_dict(event))
 
 
-def _worker(capacity: int = 64) -> tuple[PipelineWorker, GatedClient]:
+class ListenerSide:
+    """What the batch listener does with a capture: its dedupe decides, the worker gets the rest."""
+
+    def __init__(self, worker: PipelineWorker) -> None:
+        self.dedupe = WrapperDedupe()
+        self.worker = worker
+
+    def handle(self, capture: Any) -> None:
+        self.worker.handle_actions(self.dedupe.accept(capture))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.worker, name)
+
+
+def _worker(capacity: int = 64) -> tuple[ListenerSide, GatedClient]:
     client = GatedClient()
-    return PipelineWorker(Pipeline(EmitterConfig(namespace="fixtures"), SESSION, client), capacity), client
+    worker = PipelineWorker(new_context(EmitterConfig(namespace="fixtures"), SESSION), client, capacity)
+    return ListenerSide(worker), client
 
 
 def test_the_listeners_call_returns_before_the_events_are_built() -> None:
@@ -63,7 +79,7 @@ def test_a_wrapper_is_merged_while_the_nested_write_is_still_held() -> None:
     nested = evolve(_aggregate_capture(), func_name="file source write", query_execution_id=9)
     worker.handle(nested)
     target = RelationInfo("CreateDataSourceTableAsSelectCommand", table=TableRef("out"), table_location="file:/out")
-    assert worker.merges("CreateDataSourceTableAsSelectCommand", 8, target), "decided at once, not when built"
+    assert worker.dedupe.merges("CreateDataSourceTableAsSelectCommand", 8, target), "decided at once, not when built"
     worker.handle(_wrapper(8, target))
     client.gate.set()
     assert worker.stop(WAIT_S)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from emitter.capture import RelationInfo
-from emitter.listener.partitions import partitions_by_leaf
+from emitter.described import partitions_by_leaf
 from emitter.snapshots import partitions_read
 from tests.support.spark import wait_for_listeners
 from tests.support.spec import assert_valid_event

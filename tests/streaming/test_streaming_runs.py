@@ -12,10 +12,9 @@ import pytest
 from openlineage.client.serde import Serde
 
 from emitter.capture import SessionInfo
-from emitter.config import EmitterConfig
 from emitter.listener import files, janino, streaming
 from emitter.listener.batch import BatchListener
-from emitter.pipeline import Pipeline
+from tests.emitter.test_pipeline import Stages
 from tests.streaming.conftest import drain_listener_bus
 from tests.support.spec import assert_valid_event
 
@@ -41,17 +40,18 @@ class _Collected(list):  # type: ignore[type-arg]
 
 
 @pytest.fixture()
-def pipeline(streaming_spark: Any) -> Pipeline:
+def pipeline(streaming_spark: Any) -> Stages:
+    """The attachment's stages, building on the listener's thread."""
     session = SessionInfo(app_name=APP, app_id="local", spark_version=streaming_spark.version)
-    return Pipeline(EmitterConfig(namespace=NAMESPACE), session, _Collected())
+    return Stages(_Collected(), session, namespace=NAMESPACE)
 
 
 @pytest.fixture()
-def collected(streaming_spark: Any, pipeline: Pipeline) -> Any:
+def collected(streaming_spark: Any, pipeline: Stages) -> Any:
     """Our listener on the real session feeding a pipeline, its events collected as dicts."""
     listener = streaming.LineageStreamingListener(streaming_spark, pipeline.handle_stream)
     streaming_spark.streams.addListener(listener)
-    yield pipeline.client
+    yield pipeline.worker.client
     streaming_spark.streams.removeListener(listener)
 
 
@@ -180,7 +180,7 @@ def test_failed_streaming_query_ends_its_run_with_fail(
 
 
 def test_foreach_batch_writes_name_the_streaming_run_as_parent(
-    streaming_spark: Any, pipeline: Pipeline, collected: list[dict[str, Any]], tmp_path: Path
+    streaming_spark: Any, pipeline: Stages, collected: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     from pyspark.java_gateway import ensure_callback_server_started
 
@@ -189,7 +189,7 @@ def test_foreach_batch_writes_name_the_streaming_run_as_parent(
     tagger = janino.new_instance(gateway, "SparkLineageMicroBatchTags")
     spark_context.addSparkListener(tagger)
     ensure_callback_server_started(gateway)
-    writes = BatchListener(gateway, pipeline, streaming_spark._jsc.hadoopConfiguration(), tagger)
+    writes = BatchListener(gateway, pipeline.dedupe, pipeline, streaming_spark._jsc.hadoopConfiguration(), tagger)
     streaming_spark._jsparkSession.listenerManager().register(writes)
     source = tmp_path / "orders"
     _write_json_lines(source, "part-0.json", [{"id": 1}])
@@ -225,7 +225,7 @@ def test_foreach_batch_writes_name_the_streaming_run_as_parent(
             if e["eventType"] == "COMPLETE" and [o["name"] for o in e["outputs"]] == [str(tmp_path / name)]
         ]
 
-    assert parents_of_writes_to("before") == [(pipeline.app_run_id, pipeline.app_job[1])]
+    assert parents_of_writes_to("before") == [(pipeline.app_run_id, pipeline.context.app_job[1])]
     streaming_run = (str(query.runId), start["job"]["name"])
     assert parents_of_writes_to("by_session_of_batch") == [streaming_run, streaming_run]
     assert parents_of_writes_to("by_outer_session") == [streaming_run, streaming_run]

@@ -77,10 +77,15 @@ def test_a_clean_run_delivers_each_event_exactly_once_and_spools_nothing(kafka_b
 def test_emit_with_no_broker_returns_and_the_events_wait_in_the_spool(tmp_path: Path) -> None:
     events = application_events("offline-app", 3)
     transport = make_transport(f"127.0.0.1:{free_port()}", "offline", tmp_path / "spool")
+    kafka_handlers = list(logging.getLogger("kafka").handlers)
+    assert any(isinstance(handler, logging.NullHandler) for handler in kafka_handlers), (
+        "kafka-python's own: its connection errors print nothing in a script with no logging set up"
+    )
     for event in events:
         transport.emit(event)  # returns: nothing here waits for the broker that is not there
 
     assert transport.close(1) is False
+    assert logging.getLogger("kafka").handlers == kafka_handlers, "the transport adds no log handler of its own"
     assert spooled_identities(transport) == expected_identities(events)
     for spooled in transport.spool.oldest(100):
         assert spooled.record.topic == "offline"

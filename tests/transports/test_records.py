@@ -16,7 +16,7 @@ from openlineage.client import event_v2
 from openlineage.client.facet_v2 import parent_run
 from openlineage.client.serde import Serde
 
-from emitter.transports.records import message_key, next_seq, serialize
+from emitter.transports.records import Sequence, message_key, serialize
 from tests.emitter.test_pipeline import _aggregate_capture, _pipeline
 from tests.transports.lineage_events import PRODUCER, application_events
 
@@ -75,7 +75,8 @@ def test_the_value_is_the_events_json_in_utf8() -> None:
 
 
 def test_sequence_numbers_strictly_increase() -> None:
-    numbers = [next_seq() for _ in range(1000)]
+    sequence = Sequence()
+    numbers = [sequence.next() for _ in range(1000)]
     assert numbers == sorted(set(numbers))
 
 

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from emitter.transports.records import Record, next_seq
+from emitter.transports.records import Record, Sequence
 from emitter.transports.spool import Spool, encode
+
+SEQUENCE = Sequence()
 
 
 def record(n: int, size: int = 10) -> Record:
-    return Record(seq=next_seq(), topic="t", key=f"k{n}", value=str(n).encode().ljust(size, b" "))
+    return Record(seq=SEQUENCE.next(), topic="t", key=f"k{n}", value=str(n).encode().ljust(size, b" "))
 
 
 def test_records_come_back_oldest_first_across_spool_instances(tmp_path: Path) -> None:
@@ -29,7 +31,7 @@ def test_records_come_back_oldest_first_across_spool_instances(tmp_path: Path) -
 
 def test_a_record_keeps_a_missing_key(tmp_path: Path) -> None:
     spool = Spool(tmp_path, 10_000)
-    keyless = Record(seq=next_seq(), topic="t", key=None, value=b'{"a": 1}\n{"b": 2}')
+    keyless = Record(seq=SEQUENCE.next(), topic="t", key=None, value=b'{"a": 1}\n{"b": 2}')
     spool.append(keyless)
     assert spool.oldest(1)[0].record == keyless
 

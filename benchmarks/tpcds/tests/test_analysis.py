@@ -55,3 +55,29 @@ def test_percentiles_use_nearest_rank_and_the_middle_mean_for_even_medians() -> 
     assert percentile(values, 50) == 10.5
     summary = distribution([3.0, 1.0, 2.0])
     assert (summary.count, summary.total, summary.median, summary.p95, summary.maximum) == (3, 6.0, 2.0, 3.0, 3.0)
+
+
+def _summary(median: float, covered: list[str]) -> dict[str, Any]:
+    figures = {"median": median, "p95": median * 3, "maximum": median * 5, "total": median * 10, "count": 10}
+    keys = ("action_ms", "capture_ms", "queueing_ms", "build_ms", "statement_ms")
+    return {
+        "emitted": {
+            **{key: figures for key in keys},
+            "wall_ratio": 1.05,
+            "cpu_ratio": 1.04,
+            "covered_strict": covered,
+            "covered": covered,
+            "statements": 2,
+        }
+    }
+
+
+def test_two_runs_side_by_side_name_both_figures_and_whether_coverage_is_the_same() -> None:
+    from benchmarks.tpcds.report import format_side_by_side
+
+    table = format_side_by_side(_summary(17.0, ["q1"]), _summary(8.0, ["q1"]))
+    assert "all emitter work per CTAS" in table
+    row = next(line for line in table.splitlines() if line.startswith("all emitter work per CTAS"))
+    assert "17.0 / 51.0 ms" in row and row.index("17.0") < row.index("8.0 / 24.0 ms")
+    assert table.endswith("the same statements covered: yes")
+    assert format_side_by_side(_summary(17.0, ["q1"]), _summary(8.0, [])).endswith("NO")
