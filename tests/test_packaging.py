@@ -20,7 +20,7 @@ from tests.support.paths import PROJECT_ROOT
 
 # pyproject.toml is the one place the version is written
 VERSION = re.search(r'^version = "([^"]+)"', (PROJECT_ROOT / "pyproject.toml").read_text(), re.MULTILINE)[1]  # type: ignore[index]
-CONSUMER_ONLY = {"fastapi", "uvicorn", "sqlalchemy", "psycopg", "alembic", "prometheus-client", "orjson"}
+CONSUMER_ONLY = {"fastapi", "uvicorn", "sqlalchemy", "psycopg", "alembic", "prometheus-client", "zstandard"}
 EMITTER_ONLY = {"pyspark", "openlineage-python", "py4j"}
 INSTALL_TIMEOUT_SECONDS = 600
 TINY_JOB = """

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from consumer import json_codec
 from consumer.ingest.materialize import EventRows, FieldRow
+from consumer.store.compressed_text import compress
 from consumer.store.rows import (
     DATASET_VALUES,
     JOB_VALUES,
@@ -42,6 +43,8 @@ from consumer.store.rows import (
     SnapshotFold,
     VersionFold,
     next_state,
+    version_content,
+    version_content_hash,
 )
 
 FieldKey = tuple[DatasetKey, str]  # (dataset, field name)
@@ -75,7 +78,8 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
 
 
 def _raw(raw: RawEvent) -> RawFold:
-    return cast(RawFold, tuple(raw))
+    """The raw event's row, its payload compressed (here, in the worker process, not by the store's writer)."""
+    return (*raw[:-1], compress(raw.payload))
 
 
 def lock_id(kind: str, key: Any) -> int:
@@ -267,14 +271,18 @@ def _versions(batch: Sequence[EventRows]) -> tuple[VersionFold, ...]:
             if dataset.version is None:
                 continue
             key = ((dataset.namespace, dataset.name), dataset.version)
-            if key in found and found[key][5] <= rows.event_time:
+            if key in found and found[key][7] <= rows.event_time:
                 continue
+            fields = None if dataset.fields is None else _fields_json(dataset.fields)
+            content, own = version_content(dataset.facets)
             found[key] = (
                 key[0],
                 dataset.version,
                 rows.run.uuid if rows.run and dataset.direction == "output" else None,
-                None if dataset.fields is None else _fields_json(dataset.fields),
-                dataset.facets,
+                version_content_hash(fields, content),
+                fields,
+                content,
+                own,
                 rows.event_time,
             )
     return tuple(found[key] for key in sorted(found))

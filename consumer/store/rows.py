@@ -9,6 +9,7 @@ value of the newest event that carried it (`Merged`); a run's state follows `nex
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -34,6 +35,30 @@ class RawEvent(NamedTuple):
     job_namespace: str | None
     job_name: str | None
     payload: str
+
+
+# The facets that change from one dataset version to the next. A version's fields and its other
+# facets are its content, stored once per distinct content (dataset_version_contents) under
+# `version_content_hash`; a facet missing here only makes fewer versions share a content.
+PER_VERSION_FACETS = frozenset(
+    {"version", "snapshot", "inputStatistics", "outputStatistics", "dataQualityMetrics", "dataQualityAssertions"}
+)
+
+
+def version_content(facets: Facets) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """A version's facets split into (its content's, its own)."""
+    content = {name: value for name, value in facets.items() if name not in PER_VERSION_FACETS}
+    own = {name: value for name, value in facets.items() if name in PER_VERSION_FACETS}
+    return content, own
+
+
+def version_content_hash(fields: bytes | None, facets: Facets) -> str:
+    """The hash a version's content is stored under: its fields' JSON and its content facets (each
+    facet's JSON), in facet-name order. No run id, time or snapshot is in it."""
+    digest = hashlib.sha256(b"null" if fields is None else fields)
+    for name in sorted(facets):
+        digest.update(b"\0" + name.encode() + b"\0" + facets[name])
+    return digest.hexdigest()
 
 
 DATASET_VALUES = ("type", "source_name", "source_uri", "description", "database_name", "table_name", "current_version")
@@ -143,16 +168,18 @@ EdgeFold = tuple[
 ]
 # (job, dataset, direction, first_seen, last_seen, last run)
 JobIoFold = tuple[JobKey, DatasetKey, str, datetime, datetime, "str | None"]
-# (dataset, version, run (of the earliest event, when it wrote the dataset), fields (JSON), facets, created_at)
-VersionFold = tuple[DatasetKey, str, "str | None", "bytes | None", Facets, datetime]
+# (dataset, version, run (of the earliest event, when it wrote the dataset), content hash, fields (JSON),
+#  facets of its content, facets of the version itself (PER_VERSION_FACETS), created_at)
+VersionFold = tuple[DatasetKey, str, "str | None", str, "bytes | None", Facets, Facets, datetime]
 # (run, job, batch id, dataset, direction, snapshot id, kind, partitions, start offset, end offset,
 #  created_at, position). Batch id None: the run's number (runs.run_seq) is its barrier id.
 # Position: the event's place in the batch, which breaks ties of created_at once barrier ids are known.
 SnapshotFold = tuple[str, JobKey, "int | None", DatasetKey, str, str, "str | None", Any, Any, Any, datetime, int]
 # (run, event type, state, time)
 RunStateFold = tuple[str, str, str, datetime]
-# (content hash, kind, event type, event time, run, job namespace, job name, payload): materialize.RawEvent's fields
-RawFold = tuple[str, str, "str | None", datetime, "str | None", "str | None", "str | None", str]
+# (content hash, kind, event type, event time, run, job namespace, job name, payload): RawEvent's fields,
+# the payload compressed (consumer.store.compressed_text)
+RawFold = tuple[str, str, "str | None", datetime, "str | None", "str | None", "str | None", bytes]
 
 
 class Folded(NamedTuple):

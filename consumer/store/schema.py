@@ -21,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -159,6 +160,19 @@ dataset_fields = Table(
     UniqueConstraint("dataset_id", "name", name="uq_dataset_fields_dataset_name"),
 )
 
+# What dataset versions say about their dataset, stored once per distinct content: the fields and
+# every facet but the per-version ones (consumer.store.rows.PER_VERSION_FACETS), under a hash of
+# them (never of a run, time or snapshot). A scheduled job's runs make new versions of its outputs
+# that all point to one content row.
+dataset_version_contents = Table(
+    "dataset_version_contents",
+    metadata,
+    _id(),
+    Column("content_hash", String(64), nullable=False, unique=True),
+    Column("fields", Json),
+    Column("facets", Json, nullable=False),
+)
+
 dataset_versions = Table(
     "dataset_versions",
     metadata,
@@ -167,7 +181,8 @@ dataset_versions = Table(
     # The `version` facet's datasetVersion, else a hash of the dataset's schema fields.
     Column("version", String(128), nullable=False),
     Column("run_id", Id, ForeignKey("runs.id", ondelete="SET NULL")),
-    Column("fields", Json),
+    Column("content_id", Id, ForeignKey("dataset_version_contents.id"), nullable=False),
+    # The per-version facets (the version's content holds the others).
     Column("facets", Json, nullable=False),
     Column("created_at", Time, nullable=False),
     UniqueConstraint("dataset_id", "version", name="uq_dataset_versions_dataset_version"),
@@ -345,7 +360,8 @@ lineage_events = Table(
     Column("run_uuid", String(36)),
     Column("job_namespace", String(1024)),
     Column("job_name", String(1024)),
-    Column("payload", Text, nullable=False),
+    # The event's text as a zstd frame (consumer.store.compressed_text).
+    Column("payload", LargeBinary, nullable=False),
     Column("received_at", Time, nullable=False),
     Index("ix_lineage_events_time", "event_time"),
     Index("ix_lineage_events_run", "run_uuid"),

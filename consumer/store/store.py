@@ -14,10 +14,12 @@ from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
 from consumer.store import migrations, tags
+from consumer.store.compressed_text import decompress
 from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
+    dataset_version_contents,
     dataset_versions,
     datasets,
     job_io,
@@ -40,6 +42,7 @@ DERIVED_TABLES = (
     job_io,
     run_states,
     dataset_versions,
+    dataset_version_contents,
     dataset_fields,
     runs,
     jobs,
@@ -155,7 +158,7 @@ class Store:
             if not rows:
                 return
             last = (rows[-1].event_time, rows[-1].id)
-            yield [row.payload for row in rows]
+            yield [decompress(row.payload) for row in rows]
 
     def clear_derived(self) -> tags.TagAssignments:
         """Empty everything derived from the raw events (for replay); the tag assignments that

@@ -46,6 +46,7 @@ from consumer.store.rows import (
 from consumer.store.schema import (
     column_lineage,
     dataset_fields,
+    dataset_version_contents,
     dataset_versions,
     datasets,
     job_io,
@@ -161,12 +162,13 @@ class _BatchWriter:
         field_ids = self.fields(folded, dataset_ids)
         job_ids = self.jobs(folded, namespace_ids)
         run_ids, run_seqs = self.runs(folded, job_ids)
+        content_ids = self.version_contents(folded)
         # Nothing in this block reads back: each statement runs while the next one's rows are built.
         with overlapped(self.connection):
             if store_raw:
                 self.raw_events(folded)
             self.run_states(folded, run_ids)
-            self.dataset_versions(folded, dataset_ids, run_ids)
+            self.dataset_versions(folded, dataset_ids, run_ids, content_ids)
             self.job_io(folded, job_ids, dataset_ids, run_ids)
             self.column_lineage(folded, job_ids, dataset_ids, field_ids, run_ids)
             snapshot_keys = self.snapshots(folded, job_ids, dataset_ids, run_ids, run_seqs)
@@ -476,25 +478,50 @@ class _BatchWriter:
                 sorted(values, key=lambda row: (row["run_id"], row["event_type"], row["transitioned_at"])),
             )
 
-    def dataset_versions(self, folded: Folded, dataset_ids: dict[DatasetKey, int], run_ids: dict[str, int]) -> None:
+    def version_contents(self, folded: Folded) -> dict[str, int]:
+        """The ids of the batch's version contents by hash, inserting those not stored yet (only
+        those: a known content costs one keyed lookup, and its row is never written again)."""
+        wanted = {content_hash: (fields, facets) for _, _, _, content_hash, fields, facets, _, _ in folded.versions}
+        key = [dataset_version_contents.c.content_hash]
+        ids = self._select_ids(dataset_version_contents, key, sorted(wanted))
+        missing = sorted(set(wanted) - set(ids))
+        if missing:
+            statement = self.insert(dataset_version_contents).on_conflict_do_nothing(index_elements=["content_hash"])
+            rows = []
+            for content_hash in missing:
+                fields, facets = wanted[content_hash]
+                rows.append(
+                    {
+                        "content_hash": content_hash,
+                        "fields": None if fields is None else json_codec.Fragment(fields),
+                        "facets": json_codec.object_of(facets),
+                    }
+                )
+            self.many(statement, rows)
+            ids.update(self._select_ids(dataset_version_contents, key, missing))
+        return ids
+
+    def dataset_versions(
+        self, folded: Folded, dataset_ids: dict[DatasetKey, int], run_ids: dict[str, int], content_ids: dict[str, int]
+    ) -> None:
         """Each version keeps what its earliest event said (and the run of that event, for an output)."""
         values = [
             {
                 "dataset_id": dataset_ids[dataset],
                 "version": version,
                 "run_id": None if run is None else run_ids.get(run),
-                "fields": None if fields is None else json_codec.Fragment(fields),
-                "facets": json_codec.object_of(facets),
+                "content_id": content_ids[content_hash],
+                "facets": json_codec.object_of(own_facets),
                 "created_at": created_at,
             }
-            for dataset, version, run, fields, facets, created_at in folded.versions
+            for dataset, version, run, content_hash, _, _, own_facets, created_at in folded.versions
         ]
         if values:
             statement = self.insert(dataset_versions)
             excluded = statement.excluded
             statement = statement.on_conflict_do_update(
                 index_elements=["dataset_id", "version"],
-                set_={name: excluded[name] for name in ("run_id", "fields", "facets", "created_at")},
+                set_={name: excluded[name] for name in ("run_id", "content_id", "facets", "created_at")},
                 where=excluded.created_at < dataset_versions.c.created_at,
             )
             self.many(statement, sorted(values, key=lambda row: (row["dataset_id"], row["version"])))

@@ -134,8 +134,9 @@ DUMP_QUERIES = {
     "snapshot_lineage": """SELECT r.uuid, j.name, s.barrier_id, d.name, s.direction, s.snapshot_id, s.kind, s.partitions, s.created_at
                            FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id JOIN jobs j ON j.id = s.job_id
                            JOIN datasets d ON d.id = s.dataset_id""",
-    "dataset_versions": """SELECT d.name, v.version, r.uuid FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id
-                           LEFT JOIN runs r ON r.id = v.run_id""",
+    "dataset_versions": """SELECT d.name, v.version, r.uuid, v.facets, c.fields, c.facets FROM dataset_versions v
+                           JOIN datasets d ON d.id = v.dataset_id LEFT JOIN runs r ON r.id = v.run_id
+                           JOIN dataset_version_contents c ON c.id = v.content_id""",
     "partition_lineage": """SELECT r.uuid, s.barrier_id, d.name, p.direction, p.partition_name
                             FROM partition_lineage p JOIN snapshot_lineage s ON s.id = p.snapshot_lineage_id
                             JOIN runs r ON r.id = s.run_id JOIN datasets d ON d.id = p.dataset_id""",

@@ -397,8 +397,36 @@ def test_facets_are_kept_as_received_null_facets_and_numbers_beyond_64_bits_incl
 
     with store.engine.connect() as connection:
         dataset_facets = connection.execute(text("SELECT facets FROM datasets WHERE name LIKE '%big'")).scalar_one()
-        version_facets = connection.execute(text("SELECT facets FROM dataset_versions")).scalar_one()
+        version_facets = connection.execute(
+            text("SELECT c.facets FROM dataset_versions v JOIN dataset_version_contents c ON c.id = v.content_id")
+        ).scalar_one()
     dataset_facets, version_facets = (json.loads(f) if isinstance(f, str) else f for f in (dataset_facets, version_facets))
     assert dataset_facets["custom"] == {"total": 2**70, "ratio": 0.5, "names": ["é", None]}
     assert "withdrawn" not in dataset_facets, "a null facet merges nothing"
     assert version_facets["withdrawn"] is None and version_facets["custom"]["total"] == 2**70, "a version keeps what was said"
+
+
+def test_versions_of_one_content_share_one_stored_content(store):
+    """A scheduled job's runs make new versions (snapshots) of its datasets; what those versions say
+    besides their own facets (fields, schema, symlinks, column lineage ...) is stored once per
+    distinct content, and each version still answers with all of it."""
+    from consumer.query import marquez as mq
+
+    def run(day: int, columns: list[str]) -> list[dict]:
+        source = table("raw", "events", columns, snapshot=f"raw-{day}")
+        output = with_column_lineage(
+            table("mart", "daily", columns, snapshot=f"daily-{day}"), {c: [(source, c)] for c in columns}
+        )
+        return batch_write("app.daily", [source], output, start=BASE_TIME + timedelta(days=day))
+
+    write_events(store, [event for day in range(5) for event in run(day, ["id", "name"])])
+    assert _rows(store, "SELECT count(*) FROM dataset_versions") == [(10,)]
+    assert _rows(store, "SELECT count(*) FROM dataset_version_contents") == [(2,)]
+
+    write_events(store, run(5, ["id", "name", "country"]))  # the schema changes: one more content per dataset
+    assert _rows(store, "SELECT count(*) FROM dataset_version_contents") == [(4,)]
+    namespace, name = "file", next(row[0] for row in _rows(store, "SELECT name FROM datasets") if row[0].endswith("daily"))
+    versions = mq.list_dataset_versions(store, namespace, name, 10, 0)["versions"]
+    assert [v["version"] for v in versions] == [f"daily-{day}" for day in (5, 4, 3, 2, 1, 0)]
+    assert [len(v["fields"]) for v in versions] == [3, 2, 2, 2, 2, 2]
+    assert all(v["facets"]["snapshot"]["snapshotId"] == v["version"] and "columnLineage" in v["facets"] for v in versions)

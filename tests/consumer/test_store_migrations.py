@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -13,6 +15,9 @@ from consumer.store.migrations import _config, head_revision, migrate
 from consumer.store.schema import metadata
 from tests.consumer.helpers import write_events
 from tests.support.events import batch_write, table, with_column_lineage
+from tests.support.paths import PROJECT_ROOT
+
+DEMO_EVENTS = PROJECT_ROOT / "tests" / "fixtures" / "demo_events.jsonl"
 
 VIEWS = {
     "source_job_lineage",
@@ -65,7 +70,10 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
-    for version, expected in ((1, ["0002", "0003", "0004", "0005", "0006"]), (2, ["0003", "0004", "0005", "0006"])):
+    for version, expected in (
+        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008"]),
+        (2, ["0003", "0004", "0005", "0006", "0007", "0008"]),
+    ):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
         with store.engine.begin() as connection:  # what a legacy store holds: a namespace and a raw event
@@ -85,6 +93,7 @@ def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(
         assert _schema_differences(store_url) == []
         assert _views(store_url) == VIEWS
         assert store.raw_event_count() == 1
+        assert list(store.raw_payloads()) == [["{}"]]
         events = batch_write("app.job", [table("raw", "a", ["id"])], table("mart", "b", ["id"]))
         assert write_events(store, events) == 2
         assert "kept" in {row[0] for row in _rows(store, "SELECT name FROM namespaces")}
@@ -92,29 +101,117 @@ def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(
 
 
 def test_column_lineage_keeps_its_rows_when_its_constraints_go_and_come_back(store_url):
-    engine = create_engine(store_url)
-    with engine.connect() as connection:
-        command.upgrade(_config(connection), "0005")
-        connection.commit()
-    engine.dispose()
-    store = open_store(store_url, migrate=False)
+    store = open_store(store_url)
     source = table("raw", "a", ["id", "name"])
     output = with_column_lineage(
         table("mart", "b", ["id", "name"]), {"id": [(source, "id")]}, indirect=[(source, "name", "FILTER")]
     )
     write_events(store, batch_write("app.job", [source], output))
+    _move(store, command.downgrade, "0005")
     query = "SELECT * FROM column_lineage ORDER BY id"
     written = _rows(store, query)
     assert written and _foreign_keys(store_url) == 6
 
-    assert migrate(store.engine) == ["0006"]
+    _move(store, command.upgrade, "0006")
     assert _rows(store, query) == written and _foreign_keys(store_url) == 0
-    with store.engine.connect() as connection:
-        command.downgrade(_config(connection), "0005")
-        connection.commit()
+    _move(store, command.downgrade, "0005")
     assert _rows(store, query) == written and _foreign_keys(store_url) == 6
-    assert migrate(store.engine) == ["0006"]
+    assert migrate(store.engine) == ["0006", "0007", "0008"]
     assert _schema_differences(store_url) == []
+    store.dispose()
+
+
+def _move(store, direction, revision: str) -> None:  # type: ignore[no-untyped-def]
+    """Alembic's upgrade or downgrade of `store` to `revision`."""
+    with store.engine.connect() as connection:
+        direction(_config(connection), revision)
+        connection.commit()
+
+
+def test_raw_events_are_compressed_in_place_and_every_answer_stays_the_same(store_url):
+    """A store as the release before compression wrote it (revision 0006: each raw event's text as
+    received), upgraded: the same raw events, the same events API and replay answers, the same
+    derived rows; and down again, the texts as they were."""
+    from consumer.query.marquez.catalog import lineage_events
+    from tests.consumer.helpers import dump
+
+    demo = [line for line in DEMO_EVENTS.read_text().splitlines() if line.strip()]
+    store = open_store(store_url)
+    write_events(store, [json.loads(line) for line in demo])
+    derived = dump(store)
+    _move(store, command.downgrade, "0006")
+    texts = sorted(row[0] for row in _rows(store, "SELECT payload FROM lineage_events"))
+    assert texts == sorted(
+        json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False) for line in demo
+    )
+
+    assert migrate(store.engine) == ["0007", "0008"]
+    assert _schema_differences(store_url) == []
+    assert dump(store) == derived
+    stored = _rows(store, "SELECT payload FROM lineage_events")
+    assert all(isinstance(payload, bytes) for (payload,) in stored)
+    assert sum(len(payload) for (payload,) in stored) < 0.5 * sum(len(text.encode()) for text in texts)
+    assert sorted(text for chunk in store.raw_payloads() for text in chunk) == texts
+    answer = lineage_events(store, None, None, "asc", 1000, 0)
+    assert answer["totalCount"] == len(demo)
+    assert sorted(json.dumps(event, sort_keys=True) for event in answer["events"]) == sorted(
+        json.dumps(json.loads(text), sort_keys=True) for text in texts
+    )
+
+    _move(store, command.downgrade, "0006")
+    assert sorted(row[0] for row in _rows(store, "SELECT payload FROM lineage_events")) == texts
+    store.dispose()
+
+
+def _answers(store) -> dict:  # type: ignore[no-untyped-def]
+    """Every Marquez API answer about the store's namespaces, jobs, runs, datasets and their versions,
+    lineage and column lineage (depth 20) from every dataset and job."""
+    from consumer.query import marquez as mq
+
+    answers: dict = {"namespaces": mq.list_namespaces(store, 1000, 0)}
+    for namespace in answers["namespaces"]["namespaces"]:
+        name = namespace["name"]
+        datasets = mq.list_datasets(store, name, 1000, 0)
+        jobs = mq.list_jobs(store, name, 1000, 0)
+        answers[f"datasets {name}"], answers[f"jobs {name}"] = datasets, jobs
+        for dataset in datasets["datasets"]:
+            key = f"dataset:{name}:{dataset['name']}"
+            answers[f"versions {key}"] = mq.list_dataset_versions(store, name, dataset["name"], 1000, 0)
+            answers[f"lineage {key}"] = mq.lineage_graph(store, key, 20)
+            answers[f"column lineage {key}"] = mq.column_lineage_graph(store, key, 20, True)
+        for job in jobs["jobs"]:
+            key = f"job:{name}:{job['name']}"
+            answers[f"runs {key}"] = mq.list_runs(store, name, job["name"], 1000, 0)
+            answers[f"lineage {key}"] = mq.lineage_graph(store, key, 20)
+    answers["events"] = mq.lineage_events(store, None, None, "asc", 1000, 0)
+    return json.loads(json.dumps(answers, sort_keys=True, default=str))
+
+
+def test_dataset_version_contents_are_moved_in_place_and_every_answer_stays_the_same(store_url):
+    """A store in the shape revision 0007 gave it (each version with its fields and facets), made by
+    the downgrade of one written now, upgraded again: every API answer is the same, and versions
+    of one content share its row."""
+    from tests.consumer.helpers import dump
+
+    store = open_store(store_url)
+    demo = [json.loads(line) for line in DEMO_EVENTS.read_text().splitlines() if line.strip()]
+    repeated = batch_write("app.daily", [table("raw", "a", ["id"], snapshot="a1")], table("mart", "b", ["id"], snapshot="b1"))
+    repeated += batch_write("app.daily", [table("raw", "a", ["id"], snapshot="a2")], table("mart", "b", ["id"], snapshot="b2"))
+    write_events(store, demo + repeated)
+    before, derived = _answers(store), dump(store)
+    _move(store, command.downgrade, "0007")
+    assert _rows(store, "SELECT count(*) FROM dataset_versions WHERE fields IS NOT NULL")[0][0] > 0
+
+    assert migrate(store.engine) == ["0008"]
+    assert _schema_differences(store_url) == []
+    assert _answers(store) == before
+    assert dump(store) == derived
+    versions, contents = (
+        _rows(store, f"SELECT count(*) FROM {name}")[0][0] for name in ("dataset_versions", "dataset_version_contents")
+    )
+    assert contents < versions
+    shared = "SELECT count(DISTINCT content_id) FROM dataset_versions v JOIN datasets d ON d.id = v.dataset_id WHERE d.name LIKE '%mart.db/b'"
+    assert _rows(store, shared)[0][0] == 1
     store.dispose()
 
 
@@ -144,7 +241,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0006"
+    assert head_revision() == "0008"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():

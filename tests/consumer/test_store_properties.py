@@ -151,6 +151,11 @@ def full_dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     for name in ("datasets", "jobs"):
         keys[name] = {r["id"]: (keys["namespaces"][r["namespace_id"]], r["name"]) for r in rows[name]}
     keys["runs"] = {r["id"]: r["uuid"] for r in rows["runs"]}
+    # A content no version points to any more (the earliest event of its version, arrived late, said
+    # something else) is never read: the pool is compared by what the versions point to.
+    referenced = {r["content_id"] for r in rows["dataset_versions"]}
+    rows["dataset_version_contents"] = [r for r in rows["dataset_version_contents"] if r["id"] in referenced]
+    keys["dataset_version_contents"] = {r["id"]: r["content_hash"] for r in rows["dataset_version_contents"]}
     keys["dataset_fields"] = {r["id"]: (keys["datasets"][r["dataset_id"]], r["name"]) for r in rows["dataset_fields"]}
     keys["snapshot_lineage"] = {
         r["id"]: (keys["runs"][r["run_id"]], r["barrier_id"], keys["datasets"][r["dataset_id"]], r["direction"])

@@ -22,6 +22,7 @@ from consumer.query.marquez.loaders import (
 )
 from consumer.query.marquez.shapes import namespace_shape, version_shape
 from consumer.store import schema as s
+from consumer.store.compressed_text import decompress
 from consumer.store.lookup import existing_job_id, existing_namespace_id, present
 
 
@@ -129,8 +130,10 @@ def list_dataset_versions(store: Any, namespace: str, name: str, limit: int, off
     check_page(limit, offset)
     with reading(store) as conn:
         dataset = dataset_row(conn, namespace, name)
+        content = s.dataset_version_contents
         rows = conn.execute(
-            select(s.dataset_versions)
+            select(s.dataset_versions, content.c.fields, content.c.facets.label("content_facets"))
+            .join(content, content.c.id == s.dataset_versions.c.content_id)
             .where(s.dataset_versions.c.dataset_id == dataset.id)
             .order_by(s.dataset_versions.c.created_at.desc(), s.dataset_versions.c.id.desc())
             .limit(limit)
@@ -165,10 +168,11 @@ def lineage_events(store: Any, before: str | None, after: str | None, direction:
         events: list[Any] = []
         size = 0
         for payload in payloads:
-            if events and size + len(payload) > EVENTS_PAGE_BYTES:
+            text = decompress(payload)  # the bound is on the events' text, as received
+            if events and size + len(text) > EVENTS_PAGE_BYTES:
                 break
-            size += len(payload)
-            events.append(json.loads(payload))
+            size += len(text)
+            events.append(json.loads(text))
         payloads.close()
         total = conn.execute(select(func.count()).select_from(s.lineage_events).where(*conditions)).scalar_one()
         return {"events": events, "totalCount": total}

@@ -117,7 +117,8 @@ def version_shape(dataset: Any, row: Any, run: dict | None, column_lineage: list
         "description": dataset.description,
         "createdByRun": run,
         "columnLineage": column_lineage,
-        "facets": as_json(row.facets) or {},
+        # what the version said: its content's facets and its own (consumer.store.schema.dataset_version_contents)
+        "facets": {**(as_json(row.content_facets) or {}), **(as_json(row.facets) or {})},
     }
 
 
