@@ -65,6 +65,14 @@ class WriteInfo:
 
 
 @frozen
+class ConnectSession:
+    """The Spark Connect session a server-side attachment serves: who runs its actions."""
+
+    session_id: str
+    user_id: str
+
+
+@frozen
 class SessionInfo:
     """Facts about the Spark application, read once at attach time."""
 
@@ -74,6 +82,7 @@ class SessionInfo:
     master: str = ""
     warehouse_dir: str = ""
     metastore_uri: str | None = None
+    connect: ConnectSession | None = None  # a Spark Connect client's session on the server
 
 
 @frozen

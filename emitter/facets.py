@@ -25,7 +25,7 @@ from openlineage.client.facet_v2 import (
     symlinks_dataset,
 )
 
-from emitter.capture import SchemaField, TableRef
+from emitter.capture import ConnectSession, SchemaField, TableRef
 from emitter.redaction import redact
 from emitter.snapshots import MicroBatch, Snapshot
 from emitter.version import installed_version
@@ -235,3 +235,26 @@ def micro_batch_facet(batch: MicroBatch) -> MicroBatchRunFacet:
         durationMs=max(batch.duration_ms, 0) if batch.duration_ms is not None else None,
         producer=PRODUCER,
     )
+
+
+@attr.define
+class SparkConnectSessionRunFacet(RunFacet):
+    """The Spark Connect session whose client ran the run (schemas/SparkConnectSessionRunFacet.json)."""
+
+    sessionId: str  # noqa: N815
+    userId: str | None = attr.field(default=None)  # noqa: N815 - None when the client sent none
+
+    @staticmethod
+    def _get_schema() -> str:
+        return f"{SCHEMA_BASE_URL}/SparkConnectSessionRunFacet.json#/$defs/SparkConnectSessionRunFacet"
+
+
+def connect_session_facets(session: ConnectSession | None) -> dict[str, Any]:
+    """`{"sparkConnectSession": ...}` to merge into a run's facets; empty outside Spark Connect."""
+    if session is None:
+        return {}
+    return {
+        "sparkConnectSession": SparkConnectSessionRunFacet(
+            sessionId=session.session_id, userId=session.user_id or None, producer=PRODUCER
+        )
+    }

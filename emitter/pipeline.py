@@ -73,9 +73,17 @@ def application_event(context: Context, event_type: str, when: datetime | None =
         when or datetime.now(timezone.utc),
         context.app_run_id,
         context.app_job,
-        run_facets={"processing_engine": facets.processing_engine_facet(context.session.spark_version)},
+        run_facets=session_run_facets(context),
         job_facets={"jobType": facets.job_type_facet("BATCH", "APPLICATION")},
     )
+
+
+def session_run_facets(context: Context) -> dict[str, Any]:
+    """The run facets of every run of the attachment: the engine, and the Spark Connect session it serves."""
+    return {
+        "processing_engine": facets.processing_engine_facet(context.session.spark_version),
+        **facets.connect_session_facets(context.session.connect),
+    }
 
 
 def application_parent(context: Context) -> Any:
@@ -92,7 +100,7 @@ def action_events(capture: Capture, context: Context) -> list[RunEvent]:
     outputs = output_datasets(capture, context.table_namespace)
     run_facets: dict[str, Any] = {
         "parent": parent_of(capture, context),
-        "processing_engine": facets.processing_engine_facet(context.session.spark_version),
+        **session_run_facets(context),
     }
     job_facets = {"jobType": facets.job_type_facet("BATCH", "SQL_JOB" if capture.func_name == "command" else "JOB")}
     start_time = capture.end_time - timedelta(microseconds=capture.duration_ns // 1000)
@@ -180,7 +188,7 @@ def stream_events(capture: StreamCapture, context: Context) -> list[RunEvent]:
         return []
     progress = capture if isinstance(capture, StreamProgress) else None
     run_facets: dict[str, Any] = {
-        "processing_engine": facets.processing_engine_facet(context.session.spark_version),
+        **session_run_facets(context),
         "parent": application_parent(context),
     }
     event_type = "START"

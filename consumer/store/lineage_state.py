@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, Table, select
 
 from consumer.store import schema as s
 from consumer.store.rows import TERMINAL_STATES
@@ -93,28 +93,25 @@ def _named(namespace: str, name: str) -> dict[str, str]:
     return {"namespace": namespace, "name": name}
 
 
-def _job_ids(conn: Connection, jobs: Iterable[JobKey]) -> dict[int, JobKey]:
-    wanted = set(jobs)
+def _ids_of(conn: Connection, table: Table, keys: Iterable[tuple[str, str]]) -> dict[int, tuple[str, str]]:
+    """The ids of the (namespace, name) keys `table` (jobs or datasets) holds."""
+    wanted = set(keys)
     if not wanted:
         return {}
     rows = conn.execute(
-        select(s.jobs.c.id, s.namespaces.c.name, s.jobs.c.name)
-        .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-        .where(s.jobs.c.name.in_(sorted({name for _, name in wanted})))
+        select(table.c.id, s.namespaces.c.name, table.c.name)
+        .join(s.namespaces, s.namespaces.c.id == table.c.namespace_id)
+        .where(table.c.name.in_(sorted({name for _, name in wanted})))
     ).all()
     return {row[0]: (row[1], row[2]) for row in rows if (row[1], row[2]) in wanted}
+
+
+def _job_ids(conn: Connection, jobs: Iterable[JobKey]) -> dict[int, JobKey]:
+    return _ids_of(conn, s.jobs, jobs)
 
 
 def _dataset_ids(conn: Connection, datasets: Iterable[DatasetKey]) -> dict[int, DatasetKey]:
-    wanted = set(datasets)
-    if not wanted:
-        return {}
-    rows = conn.execute(
-        select(s.datasets.c.id, s.namespaces.c.name, s.datasets.c.name)
-        .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
-        .where(s.datasets.c.name.in_(sorted({name for _, name in wanted})))
-    ).all()
-    return {row[0]: (row[1], row[2]) for row in rows if (row[1], row[2]) in wanted}
+    return _ids_of(conn, s.datasets, datasets)
 
 
 def _table_edges(conn: Connection, scope: ChangeScope) -> dict[StateKey, dict[str, Any]]:

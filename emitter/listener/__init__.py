@@ -201,6 +201,9 @@ _hooks = _ProcessHooks()
 
 def attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None = None) -> Attachment | None:
     """Attach the emitter to `spark`; never raises; None when disabled or on failure."""
+    if is_connect_client(spark):  # no JVM here: nothing to attach to
+        log.warning(CONNECT_CLIENT_MESSAGE)
+        return None
     try:
         with _attach_lock:
             key = _session_key(spark)
@@ -221,7 +224,7 @@ def _session_key(spark: Any) -> int:
 
 
 def _attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None) -> Attachment | None:
-    spark_conf = {key: value for key in SPARK_CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
+    spark_conf = session_conf(spark)
     settings = load_config(spark_conf, config)
     if settings.disabled or is_disabled(spark_conf):  # env and conf win over an explicit EmitterConfig
         log.info("OpenLineage is disabled: nothing attached")
@@ -230,6 +233,24 @@ def _attach(spark: Any, config: EmitterConfig | Mapping[str, Any] | None) -> Att
     attachment = Attachment(spark, pipeline.new_context(settings, session_info(spark)), client)
     attachment.start()
     return attachment
+
+
+def session_conf(spark: Any) -> dict[str, str]:
+    """The session's `spark.openlineage.*` settings."""
+    return {key: value for key in SPARK_CONF_KEYS if (value := spark.conf.get(key, None)) is not None}
+
+
+CONNECT_CLIENT_MESSAGE = (
+    "OpenLineage: this SparkSession is a Spark Connect client session: its lineage comes from the Connect server, "
+    "which runs its actions, not from the client. Run the server with the emitter attached "
+    "(`python -m emitter connect-server --port 15002`, see docs/emitter.md, Spark Connect); "
+    "nothing is attached here and the program goes on."
+)
+
+
+def is_connect_client(spark: Any) -> bool:
+    """Whether `spark` is a thin Spark Connect client session (no JVM of its own)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def session_info(spark: Any) -> SessionInfo:
@@ -261,6 +282,8 @@ def make_client(settings: EmitterConfig) -> Any:
 
 
 def close_session(spark: Any) -> None:
+    if is_connect_client(spark):
+        return
     try:
         with _attach_lock:
             attachment = _attachments.pop(_session_key(spark), None)

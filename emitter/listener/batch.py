@@ -27,6 +27,7 @@ from emitter.snapshots import Snapshot
 log = logging.getLogger(__name__)
 
 STACK_TRACE_LIMIT = 16_000
+LISTENER_NAME = "OpenLineage batch listener"  # also how a cloned session shows it already holds one
 
 
 class ActionSink(Protocol):
@@ -56,6 +57,9 @@ class BatchListener:
         self.hadoop_conf = hadoop_conf  # for listing non-local write targets
         self.tagger = tagger  # the JVM micro-batch tagger (java/SparkLineageMicroBatchTags.java)
         self.extraction_ms: list[float] = []  # per captured action, for benchmarks and reports
+
+    def toString(self) -> str:  # noqa: N802 - what the JVM prints for this listener
+        return LISTENER_NAME
 
     def onSuccess(self, func_name: str, query_execution: Any, duration_ns: int) -> None:  # noqa: N802
         self._on_action(func_name, query_execution, duration_ns, None)

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 import attrs
 from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryStartedEvent
 
 from emitter import described
 from emitter.capture import (
@@ -72,6 +74,22 @@ class LineageStreamingListener(StreamingQueryListener):
         self.gateway = session.sparkContext._gateway
         self.dumper = jvm.PlanDumper(self.gateway)
         self._queries: dict[str, _LiveQuery] = {}  # query id -> the running query
+        self._started_runs: set[str] = set()  # run ids whose start was recorded (`catch_up` and the event)
+
+    @property
+    def _jlistener(self) -> Any:
+        """PySpark's JVM wrapper of this listener, with start events read safely (`_StartedEventReader`)."""
+        if not hasattr(self, "_jlistenerobj"):
+            gateway_jvm = self.gateway.jvm
+            self._jlistenerobj = gateway_jvm.PythonStreamingQueryListenerWrapper(_StartedEventReader(self))
+        return self._jlistenerobj
+
+    def catch_up(self) -> None:
+        """Record the start of the session's queries that started before this listener was
+        registered (a Spark Connect session is attached while its first operation runs)."""
+        for query in self.session.streams.active:
+            if str(query.runId) not in self._started_runs:
+                self._guard("start", self._on_started, _StartOfRunning(query.id, query.runId, query.name))
 
     # callbacks -------------------------------------------------------------------------------
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802
@@ -94,6 +112,9 @@ class LineageStreamingListener(StreamingQueryListener):
 
     def _on_started(self, event: Any) -> None:
         query_id, run_id = str(event.id), str(event.runId)
+        if run_id in self._started_runs:
+            return
+        self._started_runs.add(run_id)
         when = described.parse_time(getattr(event, "timestamp", None))
         query = self.session.streams.get(query_id)
         inner = query._jsq.streamingQuery() if query is not None else None
@@ -132,6 +153,7 @@ class LineageStreamingListener(StreamingQueryListener):
     def _on_terminated(self, event: Any) -> None:
         query_id = str(event.id)
         self._queries.pop(query_id, None)
+        self._started_runs.discard(str(event.runId))
         error = str(event.exception) if event.exception is not None else None
         error_class = getattr(event, "errorClassOnException", None) if error is not None else None
         self.handle(StreamEnded(query_id, str(event.runId), datetime.now(timezone.utc), error, error_class))
@@ -165,6 +187,43 @@ class LineageStreamingListener(StreamingQueryListener):
         if leaf is None or jvm.simple_class(leaf) != "LogicalRelation":
             return None
         return files.input_snapshot(self.gateway, leaf.relation().location())
+
+
+@attrs.frozen
+class _StartOfRunning:
+    """What `_on_started` reads of a start event, for a query found already running."""
+
+    id: str
+    runId: str  # noqa: N815
+    name: str | None
+    timestamp: str | None = None
+
+
+class _StartedEventReader(JStreamingQueryListener):
+    """PySpark's py4j side of a streaming listener, reading a start event's job tags as the
+    strings py4j already made them (PySpark 4's own reader calls `.toString()` on them and so
+    fails on every query that has tags, as a Spark Connect client's queries do)."""
+
+    def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802
+        try:
+            event = QueryStartedEvent.fromJObject(jevent)
+        except AttributeError:
+            event = QueryStartedEvent(
+                id=uuid.UUID(str(jevent.id().toString())),
+                runId=uuid.UUID(str(jevent.runId().toString())),
+                name=jevent.name(),
+                timestamp=jevent.timestamp(),
+                jobTags=_strings(jevent.jobTags()),
+            )
+        self.pylistener.onQueryStarted(event)
+
+
+def _strings(scala_set: Any) -> set[str]:
+    found: set[str] = set()
+    iterator = scala_set.iterator()
+    while iterator.hasNext():
+        found.add(str(iterator.next()))
+    return found
 
 
 def _stream_and_static_leaves(plan: Any) -> tuple[dict[int, Endpoint], dict[int, RelationInfo]]:

@@ -10,14 +10,15 @@ import pytest
 
 from demo.broker import free_port
 from tests.support.paths import PROJECT_ROOT
+from tests.support.spark import require_spark_connect
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
 
-@pytest.fixture(scope="module")
-def demo_output() -> str:
+def demo(*flags: str) -> str:
+    """The output of `python -m demo --exit FLAGS...`, which must succeed."""
     completed = subprocess.run(
-        [sys.executable, "-m", "demo", "--exit", "--port", str(free_port())],
+        [sys.executable, "-m", "demo", "--exit", *flags, "--port", str(free_port())],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
@@ -26,6 +27,24 @@ def demo_output() -> str:
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed.stdout
+
+
+@pytest.fixture(scope="module")
+def demo_output() -> str:
+    return demo()
+
+
+@pytest.fixture(scope="module")
+def connect_demo_output() -> str:
+    require_spark_connect()
+    return demo("--connect")
+
+
+def test_the_connect_variant_stores_and_answers_like_the_classic_one(connect_demo_output: str) -> None:
+    """`python -m demo --connect`: the pipeline as a thin Connect client, lineage from the server."""
+    test_every_published_event_is_stored_by_the_consumer(connect_demo_output)
+    test_column_lineage_table_shows_expressions_in_user_column_names(connect_demo_output)
+    test_transitive_answers_reach_the_raw_tables(connect_demo_output)
 
 
 def test_every_published_event_is_stored_by_the_consumer(demo_output: str) -> None:

@@ -45,6 +45,27 @@ def require_spark() -> None:
         skip_or_fail("no Java runtime (java on PATH or JAVA_HOME): Spark needs Java 17+")
 
 
+def require_spark_connect() -> None:
+    """PySpark 4 with its Spark Connect server jar and the client's extras (`pyspark[connect]`), else
+    `skip_or_fail`; PySpark 3.5 ships no server: skipped, whatever LINEAGE_REQUIRE_ALL says."""
+    require_spark()
+    import pyspark
+
+    if int(pyspark.__version__.split(".")[0]) < 4:
+        pytest.skip(f"PySpark {pyspark.__version__} ships no Spark Connect server (4.x does)")
+    jars = Path(pyspark.__file__).parent / "jars"
+    if not list(jars.glob("spark-connect_*.jar")):
+        skip_or_fail(f"no spark-connect jar in {jars}")
+    try:
+        import grpc  # noqa: F401
+        import grpc_status  # noqa: F401
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+        from google.rpc import status_pb2  # noqa: F401
+    except ImportError as error:
+        skip_or_fail(f"the Spark Connect client extras are missing (pip install 'pyspark[connect]'): {error}")
+
+
 def spark_builder(app_name: str, warehouse: Path, master: str = "local[2]") -> Any:
     from pyspark.sql import SparkSession
 

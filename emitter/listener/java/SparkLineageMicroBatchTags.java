@@ -2,6 +2,10 @@
 // listener bus thread: the streaming micro-batch it ran in (Spark's job description of a
 // micro-batch reads "...id = {query}\nrunId = {run}\nbatch = {n}") and the command it ran
 // inside (a CTAS or saveAsTable runs its data write as a nested execution).
+// On Spark Connect a foreachBatch function runs in a Python worker that sends its writes back
+// to the server: they run on threads of their own, without the micro-batch's description, but
+// in the streaming query's own session, whose tag ("spark-session-" + its UUID, Spark 4) every
+// execution of it carries; such a write is tagged with the micro-batch running in its session.
 // Executions are keyed like QueryExecutions: by queryId on Spark 4 (carried by the start
 // event), else "qe-" + QueryExecution.id, looked up while the execution is still registered
 // (the start event is handled long before a data write ends; an execution already gone is
@@ -13,8 +17,17 @@ public class SparkLineageMicroBatchTags extends org.apache.spark.scheduler.Spark
   private final java.util.concurrent.ConcurrentHashMap commands = new java.util.concurrent.ConcurrentHashMap();
   private final java.util.concurrent.ConcurrentLinkedQueue order = new java.util.concurrent.ConcurrentLinkedQueue();
   private final java.util.concurrent.ConcurrentLinkedQueue commandOrder = new java.util.concurrent.ConcurrentLinkedQueue();
+  static final String SESSION_TAG = "spark-session-";
+  static final String ROOT_TAG = "-execution-root-id-";
+  private final java.util.concurrent.ConcurrentHashMap runningBatches = new java.util.concurrent.ConcurrentHashMap();
+  private final java.util.concurrent.ConcurrentHashMap batchSessions = new java.util.concurrent.ConcurrentHashMap();
 
   public void onOtherEvent(org.apache.spark.scheduler.SparkListenerEvent event) {
+    if (event instanceof org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd) {
+      Object session = batchSessions.remove(new Long(((org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd) event).executionId()));
+      if (session != null) runningBatches.remove(session);
+      return;
+    }
     if (!(event instanceof org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart)) return;
     org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart start =
         (org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart) event;
@@ -28,6 +41,16 @@ public class SparkLineageMicroBatchTags extends org.apache.spark.scheduler.Spark
     }
     String description = start.description();
     boolean microBatch = description != null && description.indexOf("runId = ") >= 0;
+    String session = sessionTagOf(start);
+    if (session != null) {
+      if (microBatch) {
+        runningBatches.put(session, description);
+        batchSessions.put(executionId, session);
+      } else if (runningBatches.containsKey(session)) {  // a foreachBatch write sent back by a Connect worker
+        description = (String) runningBatches.get(session);
+        microBatch = description != null;
+      }
+    }
     if (!microBatch && wrapper == null) return;
     String key = keyOf(start);
     if (key == null) return;
@@ -43,6 +66,21 @@ public class SparkLineageMicroBatchTags extends org.apache.spark.scheduler.Spark
         if (oldest != null) map.remove(oldest);
       }
     }
+  }
+
+  // by reflection: the event has no job tags before Spark 4
+  static String sessionTagOf(Object start) {
+    try {
+      Object tags = start.getClass().getMethod("jobTags", new Class[0]).invoke(start, new Object[0]);
+      scala.collection.Iterator each = ((scala.collection.Iterable) tags).iterator();
+      while (each.hasNext()) {
+        String tag = String.valueOf(each.next());
+        if (tag.startsWith(SESSION_TAG) && tag.indexOf(ROOT_TAG) < 0) return tag;
+      }
+    } catch (Exception missing) {
+      // Spark 3.5: no session tags (and no Connect server)
+    }
+    return null;
   }
 
   // by reflection: the event has no queryId before Spark 4, and one helper that does not
