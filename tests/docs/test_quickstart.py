@@ -23,7 +23,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.support.broker import free_port
+from tests.support.broker import free_port, started_tansu
 from tests.support.browser import GRAPH_JOB_NAME_CHARS, JOB_NAME_CHARS, graph_groups, open_page, svg_labels, truncated
 from tests.support.checkout import clean_environment, repository_copy
 from tests.support.paths import PROJECT_ROOT
@@ -76,15 +76,30 @@ def quickstart_database(postgres_database_url: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
+def quickstart_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A broker of its own, as new as the user's cluster: the session's shared broker holds other
+    tests' topics and consumer groups under the doc's default names."""
+    broker = started_tansu(tmp_path_factory.mktemp("tansu-quickstart"))
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
 def quickstart(
-    tmp_path_factory: pytest.TempPathFactory, kafka_bootstrap: str, quickstart_database: str
+    tmp_path_factory: pytest.TempPathFactory, quickstart_broker: str, quickstart_database: str
 ) -> Iterator[dict[str, Any]]:
     """The doc run up to its last block; the consumer it started is stopped by that block (or by its
     pid, should the test fail before)."""
     port = free_port()
     checkout = repository_copy(tmp_path_factory.mktemp("quickstart"))
     first, *middle, stop = doc_blocks()
-    addresses = {"KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "LINEAGE_STORE_URL": quickstart_database, "LINEAGE_PORT": str(port)}
+    addresses = {
+        "KAFKA_BOOTSTRAP_SERVERS": quickstart_broker,
+        "LINEAGE_STORE_URL": quickstart_database,
+        "LINEAGE_PORT": str(port),
+    }
     steps = _run("\n".join([with_addresses(first, addresses), *middle]), checkout, "steps")
     try:
         yield {"site": f"http://localhost:{port}", "steps": steps, "stop": stop, "checkout": checkout}

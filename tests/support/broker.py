@@ -65,7 +65,7 @@ def _docker_has_kafka_image() -> bool:
     return True
 
 
-def _started_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
+def started_tansu(log_dir: Path, port: int | None = None) -> RunningBroker:
     try:
         return start_tansu(log_dir, port)
     except ImportError as error:
@@ -85,7 +85,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         with KafkaContainer() as container:
             yield container.get_bootstrap_server()
         return
-    broker = _started_tansu(tmp_path_factory.mktemp("tansu"))
+    broker = started_tansu(tmp_path_factory.mktemp("tansu"))
     try:
         yield broker.bootstrap
     finally:
@@ -99,7 +99,7 @@ def start_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     log_dir = tmp_path_factory.mktemp("tansu-extra")
 
     def start(port: int | None = None) -> RunningBroker:
-        broker = _started_tansu(log_dir, port)
+        broker = started_tansu(log_dir, port)
         started.append(broker)
         return broker
 
