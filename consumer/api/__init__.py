@@ -88,7 +88,6 @@ def create_app(
     app.state.store = store
     app.state.clock = clock
     app.state.tokens = tokens_of(settings)
-    app.state.max_event_bytes = limits.event_bytes
     app.state.role = getattr(settings, "role", None) or "http"
     app.state.read_only = app.state.role == "api"
     app.state.observability = observability or Observability(ingesting=False)

@@ -1,7 +1,8 @@
 """POST /api/v1/lineage: OpenLineage ingestion over HTTP, through the same validate ->
 materialize -> store path as Kafka. One event (a JSON object, as Marquez) or a batch (a JSON
-list) -> 201; any invalid event -> 400 naming it, and nothing of the request is stored; a body
-above the maximum event size (the Kafka path's limit too) -> 413, read no further than the limit.
+list) -> 201; any invalid event -> 400 naming it, and nothing of the request is stored. The app's
+request bounds (consumer.api.limits) answer a body above the maximum event size (the Kafka path's
+limit too) with 413 before this route runs.
 The app (consumer.api.create_app) includes this router behind its write-token guard; a store
 error propagates to the app's error handlers, which answer 503 and log the details, never echo them."""
 
@@ -24,32 +25,11 @@ def _bad_request(reason: str) -> JSONResponse:
     return JSONResponse(status_code=400, content={"code": 400, "message": reason})
 
 
-def _too_large(limit: int) -> JSONResponse:
-    return JSONResponse(status_code=413, content={"code": 413, "message": f"request body above the limit of {limit} bytes"})
-
-
-async def _body_within(request: Request, limit: int) -> bytes | None:
-    """The body, or None as soon as it is known to exceed `limit` (the rest is never read)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 @router.post("/lineage", status_code=201, summary="Ingest one OpenLineage event or a JSON list of events")
 async def ingest_lineage(request: Request) -> Response:
     # The raw body, not a pydantic model: validation errors must name the OpenLineage field.
-    limit = request.app.state.max_event_bytes
-    body = await _body_within(request, limit)
-    if body is None:
-        return _too_large(limit)
+    # Already read whole and bounded by the event size limit (413 beyond it) by consumer.api.limits.
+    body = await request.body()
     # Decoding and validating a large event takes long enough to stall every other request: off the event loop.
     return await run_in_threadpool(_ingest, request.app.state.store, body)
 
