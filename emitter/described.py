@@ -6,14 +6,18 @@ schema JSON, streaming progress JSON and job descriptions, into the plain data o
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from attrs import frozen
+
 from emitter.capture import MicroBatchTag, RelationInfo, SchemaField, TableRef, WriteInfo
-from emitter.snapshots import MicroBatch, partitions_read, path_of
+from emitter.naming import jdbc_location, kafka_uris
+from emitter.snapshots import MicroBatch, partitions_read, path_of, v2_table_version
 
 Partitions = tuple[Mapping[str, str | None], ...]
 
@@ -28,31 +32,122 @@ def parse_batch_description(description: str) -> MicroBatchTag | None:
     return MicroBatchTag(match.group("query"), match.group("run"), int(match.group("batch")))
 
 
-# leaves read entirely from the helper's description; any other leaf takes the py4j path
-DESCRIBED_LEAF_CLASSES = frozenset({"LogicalRelation", "LocalRelation", "OneRowRelation", "Range", "LogicalRDD"})
+@frozen
+class DescribedPlan:
+    """`java/SparkLineagePlanDumper.java`'s description of a plan: its leaves (and those of the
+    plans cached DataFrames in it hold), its JSON, and the JSON of each of those cached plans."""
+
+    leaves: tuple[Mapping[str, Any], ...]
+    plan_json: str
+    cached_plan_jsons: tuple[str, ...] = ()
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Leaves the helper failed on, as "class: error"."""
+        return tuple(f"{leaf['class']}: {leaf['error']}" for leaf in self.leaves if "error" in leaf)
 
 
-def described_relation(description: dict[str, Any]) -> RelationInfo | None:
-    """RelationInfo from one `describe_leaves` entry; None for leaves that are no dataset."""
-    if description["class"] != "LogicalRelation" or description.get("relation") != "HadoopFsRelation":
+def parse_described_plan(text: str) -> DescribedPlan:
+    """The helper's lines: the leaves' JSON, the plan's JSON, then one line per cached plan."""
+    leaves_json, _, rest = text.partition("\n")
+    plan_json, *cached = rest.split("\n")
+    return DescribedPlan(tuple(json.loads(leaves_json)), plan_json, tuple(cached))
+
+
+def described_leaves(
+    described: DescribedPlan, skip_classes: Iterable[str] = ()
+) -> tuple[dict[int, RelationInfo], dict[int, str]]:
+    """Every leaf that names a dataset (by `plan.leaf_key`; the first description of a key wins),
+    and the JSON of the plan each cached DataFrame's `InMemoryRelation` holds (a key space of its
+    own: it shares expr ids with the plan it caches). Leaves of `skip_classes` are left out."""
+    skipped = frozenset(skip_classes)
+    leaves: dict[int, RelationInfo] = {}
+    cached_plans: dict[int, str] = {}
+    for description in described.leaves:
+        key = description.get("key")
+        if key is None or description["class"] in skipped:
+            continue
+        if description["class"] == "InMemoryRelation":
+            index = description.get("cached")
+            if index is not None:
+                cached_plans.setdefault(key, described.cached_plan_jsons[index])
+            continue
+        info = described_relation(description)
+        if info is not None and key not in leaves:
+            leaves[key] = info
+    return leaves, cached_plans
+
+
+def described_relation(description: Mapping[str, Any]) -> RelationInfo | None:
+    """RelationInfo from one leaf of `DescribedPlan.leaves`; None for leaves that name no dataset
+    (local data, ranges, a relation without path or table)."""
+    node_class = description["class"]
+    schema = schema_fields(description.get("schema") or {})
+    if "v2" in description:
+        info = _v2_relation(node_class, description["v2"], schema)
+    elif node_class == "LogicalRelation":
+        info = _logical_relation(description, schema)
+    elif node_class == "HiveTableRelation":
+        info = RelationInfo(
+            node_class=node_class,
+            table=_table_ref(description.get("table")),
+            table_location=description.get("location"),
+            format=description.get("provider"),
+            schema=schema,
+        )
+    else:
         return None
-    table = description.get("table")
+    return info if info.paths or info.table is not None else None
+
+
+def _logical_relation(description: Mapping[str, Any], schema: tuple[SchemaField, ...]) -> RelationInfo:
+    relation = description.get("relation")
+    if relation == "HadoopFsRelation":
+        return RelationInfo(
+            node_class="LogicalRelation",
+            paths=tuple(description.get("paths", ())),
+            format=description.get("format") or description.get("provider"),
+            table=_table_ref(description.get("table")),
+            table_location=description.get("location"),
+            schema=schema,
+            partition_columns=tuple(description.get("partitionColumns", ())),
+        )
+    if relation == "JDBCRelation":
+        options = description.get("options") or {}
+        url = options.get("url", "")
+        location = jdbc_location(url, options.get("dbtable") or options.get("query", "")) if url else None
+        return RelationInfo(node_class="LogicalRelation", paths=(location,) if location else (), format="jdbc", schema=schema)
     return RelationInfo(
         node_class="LogicalRelation",
-        paths=tuple(description.get("paths", ())),
-        format=description.get("format") or description.get("provider"),
-        table=TableRef(table["name"], table.get("database"), table.get("catalog")) if table else None,
+        table=_table_ref(description.get("table")),
         table_location=description.get("location"),
-        schema=schema_fields(description["schema"]),
-        partition_columns=tuple(description.get("partitionColumns", ())),
+        format=relation,
+        schema=schema,
     )
 
 
-def fully_described(descriptions: list[dict[str, Any]]) -> bool:
-    return all(
-        d["class"] in DESCRIBED_LEAF_CLASSES and (d["class"] != "LogicalRelation" or d.get("relation") == "HadoopFsRelation")
-        for d in descriptions
+def _v2_relation(node_class: str, v2: Mapping[str, Any], schema: tuple[SchemaField, ...]) -> RelationInfo:
+    """A DataSourceV2 table: named by its catalog identifier (else the table's own name); an
+    Iceberg table versioned by its snapshot (the pinned one of a time-travel read, else the
+    current one, which Iceberg computes live: a write target gets the snapshot just produced)."""
+    identifier = v2.get("identifier")
+    if identifier is not None:
+        table = TableRef(identifier["name"], ".".join(identifier.get("namespace") or ()) or None, v2.get("catalog"))
+    else:
+        table = TableRef(v2["name"])
+    properties = v2.get("properties") or {}
+    return RelationInfo(
+        node_class=node_class,
+        table=table,
+        table_location=properties.get("location"),
+        format=properties.get("provider"),
+        schema=schema,
+        table_version=v2_table_version(properties, v2.get("pinnedSnapshot")),
     )
+
+
+def _table_ref(table: Mapping[str, Any] | None) -> TableRef | None:
+    return TableRef(table["name"], table.get("database"), table.get("catalog")) if table else None
 
 
 def schema_fields(struct: dict[str, Any]) -> tuple[SchemaField, ...]:
@@ -75,17 +170,23 @@ def _schema_field(name: str, data_type: Any) -> SchemaField:
     return SchemaField(name=name, type=str(kind))
 
 
-def described_write(description: dict[str, Any]) -> WriteInfo:
+def described_write(description: Mapping[str, Any]) -> WriteInfo:
     """WriteInfo from the helper's JSON (see java/SparkLineageWrites.java)."""
     command = description["command"]
     output_columns = tuple(description.get("columns") or ())
     fields = schema_fields(description.get("schema") or {})
     if len(fields) == len(output_columns):
         fields = tuple(SchemaField(name, f.type, f.fields) for name, f in zip(output_columns, fields, strict=True))
-    table_json = description.get("table")
-    table = TableRef(table_json["name"], table_json.get("database"), table_json.get("catalog")) if table_json else None
+    table = _table_ref(description.get("table"))
     path = description.get("path")
-    if path is not None:
+    if "v2" in description:
+        target = _v2_relation(command, description["v2"], fields)
+    elif "source" in description:
+        location = _data_source_location(description.get("options") or {})
+        target = RelationInfo(
+            node_class=command, paths=(location,) if location else (), format=description["source"], schema=fields
+        )
+    elif path is not None:
         target = RelationInfo(
             node_class=command,
             paths=(path,),
@@ -99,11 +200,22 @@ def described_write(description: dict[str, Any]) -> WriteInfo:
             node_class=command,
             table=table,
             table_location=description.get("location"),
-            format=description.get("format"),
+            format=description.get("provider"),
             schema=fields,
         )
     metrics = {name: int(value) for name, value in (description.get("metrics") or {}).items()}
     return WriteInfo(command=command, target=target, mode=description.get("mode"), output_columns=output_columns, metrics=metrics)
+
+
+def _data_source_location(options: Mapping[str, str]) -> str:
+    """Where a V1 data source write (`SaveIntoDataSourceCommand`) goes: its path, a JDBC table, a
+    Kafka topic; "" when its options do not say."""
+    location = options.get("path") or options.get("url", "")
+    if location.startswith("jdbc:"):
+        return jdbc_location(location, options.get("dbtable") or options.get("query", ""))
+    if "kafka.bootstrap.servers" in options:
+        return next(iter(kafka_uris(options)), "")
+    return location
 
 
 def parse_listing(text: str) -> Iterator[tuple[str, int, int]]:

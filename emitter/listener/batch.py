@@ -82,17 +82,17 @@ class BatchListener:
         command (CTAS, saveAsTable) the dedupe will merge into the nested write it already has
         keeps only its target, mode and outcome: its plan (the whole query again), leaves and
         snapshots are not copied out."""
+        if not (self.dumper.available and self.writes.available):
+            return None  # without the Java helpers nothing is read (logged once when they failed to compile)
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
         plan = query_execution.optimizedPlan()
         root_class = jvm.simple_class(plan)
         query_execution_id = int(query_execution.id())
-        write, with_metrics = self.writes.describe(query_execution, plan, root_class)
+        write = self.writes.describe(query_execution)
         if write is None and not self.dedupe.emit_reads:
             return None
         merged = write is not None and self.dedupe.merges(write.command, query_execution_id, write.target)
-        if write is not None and not merged and not with_metrics:
-            write = evolve(write, metrics=jvm.executed_write_metrics(query_execution))
         leaves: Mapping[int, RelationInfo] = {}
         cached_plans: Mapping[int, str] = {}
         input_snapshots: Mapping[int, Snapshot] = {}
@@ -132,83 +132,23 @@ class BatchListener:
 
     def _read_plan(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Snapshot], str]:
         """Every leaf relation keyed by leaf_key, the plans cached DataFrames hold, the snapshot
-        of every input, and the plan's JSON: in one helper round trip when the helper knows
-        every leaf (file sources, local data), else leaf by leaf through py4j."""
+        of every input, and the plan's JSON, in one helper round trip (plus listings where
+        Spark's file index did not already list the files)."""
         described = self.dumper.describe(plan)
-        if described is not None and described_json.fully_described(described[0]):
-            leaves, input_snapshots = self._described_leaves(plan, described[0])
-            cached_plans: dict[int, str] = {}
-            plan_json = described[1]
-        else:
-            leaves, cached_plans, input_snapshots = self._live_leaves(plan)
-            plan_json = self.dumper.to_json(plan)
+        leaves, cached_plans = described_json.described_leaves(described)
+        input_snapshots: dict[int, Snapshot] = {}
+        for description in described.leaves:
+            key = description.get("key")
+            if key in leaves and key not in input_snapshots and description.get("relation") == "HadoopFsRelation":
+                snapshot = jvm.guarded(None, files.described_input_snapshot, self.gateway, self.hadoop_conf, description)
+                if snapshot is not None:
+                    input_snapshots[key] = snapshot
         for key, relation in leaves.items():  # Hive and V2 tables, Delta, listing failures
             if key not in input_snapshots:
                 snapshot = jvm.guarded(None, files.relation_snapshot, self.gateway, self.hadoop_conf, relation, None, False)
                 if snapshot is not None:
                     input_snapshots[key] = snapshot
-        return leaves, cached_plans, input_snapshots, plan_json
-
-    def _live_leaves(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Snapshot]]:
-        """Leaves through py4j, following cached DataFrames into the plan they cache."""
-        leaves: dict[int, RelationInfo] = {}
-        cached_plans: dict[int, str] = {}
-        input_snapshots: dict[int, Snapshot] = {}
-        pending = [plan]
-        while pending:
-            for leaf in jvm.leaves_with_subqueries(pending.pop()):
-                key = jvm.leaf_key(leaf)
-                if key is None:
-                    continue
-                node_class = jvm.simple_class(leaf)
-                # an InMemoryRelation shares expr ids with the plan it caches: separate key spaces
-                if node_class == "InMemoryRelation":
-                    if key in cached_plans:
-                        continue
-                    cached_plan = jvm.cached_logical_plan(leaf)
-                    if cached_plan is None:
-                        continue
-                    cached_plans[key] = self.dumper.to_json(cached_plan)
-                    pending.append(cached_plan)
-                    continue
-                if key in leaves:
-                    continue
-                info = jvm.relation_info(leaf, node_class)
-                if info.paths or info.table is not None:
-                    leaves[key] = info
-                if node_class == "LogicalRelation":
-                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway, leaf)
-                    if snapshot is not None:
-                        input_snapshots[key] = snapshot
-        return leaves, cached_plans, input_snapshots
-
-    def _described_leaves(
-        self, plan: Any, described: list[dict[str, Any]]
-    ) -> tuple[dict[int, RelationInfo], dict[int, Snapshot]]:
-        """The fast path: every leaf came in the helper's one call."""
-        leaves: dict[int, RelationInfo] = {}
-        for description in described:
-            info = described_json.described_relation(description)
-            if info is not None and description.get("key") is not None:
-                leaves.setdefault(description["key"], info)
-        input_snapshots: dict[int, Snapshot] = {}
-        needs_live_leaf: set[int] = set()
-        for description in described:
-            key = description.get("key")
-            if key in leaves and key not in input_snapshots and key not in needs_live_leaf:
-                snapshot = jvm.guarded(None, files.described_input_snapshot, description)
-                if snapshot is files.NEEDS_LIVE_LEAF:
-                    needs_live_leaf.add(key)
-                elif isinstance(snapshot, Snapshot):
-                    input_snapshots[key] = snapshot
-        if needs_live_leaf:  # rare (helper failed on a leaf, remote table location): py4j per leaf
-            for description, leaf in zip(described, jvm.leaves_with_subqueries(plan), strict=False):
-                key = description.get("key")
-                if key in needs_live_leaf and key not in input_snapshots:
-                    snapshot = jvm.guarded(None, files.leaf_input_snapshot, self.gateway, leaf)
-                    if snapshot is not None:
-                        input_snapshots[key] = snapshot
-        return leaves, input_snapshots
+        return leaves, cached_plans, input_snapshots, described.plan_json
 
     def _output_snapshot(self, write: WriteInfo | None, written_since: datetime) -> Snapshot | None:
         """The write target after the write, with the partitions written since the action began."""

@@ -7,8 +7,8 @@ Hadoop's `FileSystem.listStatus` per directory. Both JVM paths go through one Ja
 as `path\\tsize\\tmtime` lines in ONE py4j call.
 
 Delta tables are versioned by their own log (`_delta_log/<version>.json`, read as plain files:
-no Delta classes needed); Iceberg tables by the snapshot id their V2 properties carry, read in
-`jvm._v2_relation` (docs/facets.md).
+no Delta classes needed); Iceberg tables by the snapshot id their V2 properties carry, read by
+`java/SparkLineageRelations.java` (docs/facets.md).
 """
 
 from __future__ import annotations
@@ -155,63 +155,27 @@ def file_sink_snapshot(location: str, batch_id: int) -> Snapshot | None:
     return file_sink_batch_snapshot(location, log_entries, batch_id) if log_entries else None
 
 
-def leaf_input_snapshot(gateway: Any, leaf: Any) -> Snapshot | None:
-    """For the batch listener: the content snapshot of a `LogicalRelation` leaf over files,
-    from the file index Spark already listed for the read (None for other leaves). A catalog
-    table read with pruned metastore partitions has an index of those partitions only: then the
-    table location is listed, so the id is the table's, as its writer reported it."""
-    relation = leaf.relation()
-    if relation.getClass().getSimpleName() != "HadoopFsRelation":
-        return None
-    index = relation.location()
-    table_location = _catalog_location(leaf)
-    roots = [str(root) for root in jvm_helpers.iterate(index.rootPaths())]
-    if table_location is not None and [path_of(root) for root in roots] != [path_of(table_location)]:
-        return relation_snapshot(
-            gateway,
-            relation.sparkSession().sessionState().newHadoopConf(),
-            RelationInfo(node_class="LogicalRelation", table_location=table_location),
-            None,
-            False,
-        )
-    return input_snapshot(gateway, index)
-
-
-# `described_input_snapshot` could not tell from the description alone: ask the live leaf
-NEEDS_LIVE_LEAF = object()
-
-
-def described_input_snapshot(description: Mapping[str, Any]) -> Snapshot | None | object:
-    """`leaf_input_snapshot` from a `jvm.PlanDumper.describe_leaves` entry, whose `files` the
-    helper read from the same file index in the same round trip; NEEDS_LIVE_LEAF when the entry
-    lacks them or the table location to list is not local (that needs the session's Hadoop conf)."""
+def described_input_snapshot(gateway: Any, hadoop_conf: Any, description: Mapping[str, Any]) -> Snapshot | None:
+    """For the batch listener: the content snapshot of a file source read, from the `files` of
+    its `jvm.PlanDumper.describe` leaf (the file index Spark already listed for the read, read
+    in the same round trip). A catalog table read with pruned metastore partitions has an index
+    of those partitions only: then the table location is listed, so the id is the table's, as
+    its writer reported it. None when the helper could not read the index or it has several roots."""
     if description.get("relation") != "HadoopFsRelation":
         return None
-    listing = description.get("files", NEEDS_LIVE_LEAF)
-    if listing is NEEDS_LIVE_LEAF:
-        return NEEDS_LIVE_LEAF
     roots = [str(root) for root in description.get("paths", ())]
     table_location = description.get("location") if description.get("table") else None
     if table_location is not None and [path_of(root) for root in roots] != [path_of(table_location)]:
-        if urlsplit(table_location).scheme.lower() not in LOCAL_SCHEMES:
-            return NEEDS_LIVE_LEAF
         return relation_snapshot(
-            None, None, RelationInfo(node_class="LogicalRelation", table_location=table_location), None, False
+            gateway, hadoop_conf, RelationInfo(node_class="LogicalRelation", table_location=table_location), None, False
         )
+    listing = description.get("files")
     if len(roots) != 1 or listing is None:
         return None
     files = list(parse_listing(listing))
     if len(files) > MAX_LISTED_FILES:
         return None
     return content_snapshot(data_files(roots[0], files))
-
-
-def _catalog_location(leaf: Any) -> str | None:
-    catalog_table = leaf.catalogTable()
-    if catalog_table.isEmpty():
-        return None
-    location = catalog_table.get().storage().locationUri()
-    return None if location.isEmpty() else str(location.get())
 
 
 def relation_snapshot(

@@ -22,7 +22,12 @@ JAVA_PACKAGE = "emitter.listener.java"
 FILE_REFERENCE = "@"
 
 _compiled: dict[int, Any] = {}  # id(gateway) -> class loader holding every helper class
+_failed: dict[int, str] = {}  # id(gateway) -> why the helpers could not be compiled
 _compile_lock = threading.Lock()
+
+
+class HelperUnavailable(RuntimeError):
+    """The Java helpers could not be compiled in this JVM (logged once when first found)."""
 
 
 def java_source() -> str:
@@ -44,16 +49,29 @@ def java_source() -> str:
 
 def class_loader(gateway: Any) -> Any:
     """The class loader of the compiled helpers for this gateway's JVM (compiled on first use,
-    ~1 s); raises when Janino is unavailable."""
+    ~1 s); HelperUnavailable when Janino is missing or the sources do not compile (tried once
+    per JVM, the reason logged once as a warning)."""
     with _compile_lock:
         loader = _compiled.get(id(gateway))
-        if loader is None:
+        if loader is not None:
+            return loader
+        if id(gateway) in _failed:
+            raise HelperUnavailable(_failed[id(gateway)])
+        try:
             jvm = gateway.jvm
             compiler = jvm.org.codehaus.janino.SimpleCompiler()
             compiler.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
             compiler.cook(java_source())
             loader = compiler.getClassLoader()
-            _compiled[id(gateway)] = loader
+        except Exception as error:
+            _failed[id(gateway)] = str(error)
+            log.warning(
+                "OpenLineage: the Java helpers could not be compiled with Janino (%s): Spark actions are"
+                " not captured, only the application and streaming runs are emitted",
+                error,
+            )
+            raise HelperUnavailable(str(error)) from error
+        _compiled[id(gateway)] = loader
         return loader
 
 
@@ -63,12 +81,12 @@ def new_instance(gateway: Any, class_name: str) -> Any:
 
 
 def optional_instance(gateway: Any, class_name: str, without_it: str) -> Any | None:
-    """`new_instance`, or None when the helper cannot be had (no Janino, a compile error): logged
-    once with what the listener does `without_it`."""
+    """`new_instance`, or None when the helpers cannot be had (`class_loader` logs why, once per
+    JVM); what the listener does `without_it` is logged at debug level."""
     try:
         return new_instance(gateway, class_name)
-    except Exception as error:  # noqa: BLE001 - every helper has a py4j or a do-without path
-        log.info("Janino helper %s unavailable (%s); %s", class_name, error, without_it)
+    except Exception as error:  # noqa: BLE001 - the listeners capture less without the helper, never fail
+        log.debug("Janino helper %s unavailable (%s); %s", class_name, error, without_it)
         return None
 
 

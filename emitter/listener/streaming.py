@@ -163,13 +163,19 @@ class LineageStreamingListener(StreamingQueryListener):
         checkpoint = jvm.guarded(None, lambda: str(inner.resolvedCheckpointRoot()))
         sink = jvm.guarded(None, lambda: _sink_endpoint(inner))
         plan = inner.logicalPlan()
-        stream_leaves, static = _stream_and_static_leaves(plan)
+        stream_leaves = _stream_leaves(plan)
         v2_sources = jvm.guarded({}, _v2_source_options, inner)
         stream_leaves = {
             key: stream_endpoint(endpoint.description, v2_sources.get(key)) for key, endpoint in stream_leaves.items()
         }
-        # the sink's column lineage, and that of writes inside foreachBatch (over the same output)
-        plan_json = jvm.guarded("", self.dumper.to_json, plan)
+        # the static side's datasets, and the plan for the sink's column lineage and that of
+        # writes inside foreachBatch (over the same output)
+        static: dict[int, RelationInfo] = {}
+        plan_json = ""
+        if self.dumper.available:
+            plan_described = self.dumper.describe(plan)
+            static, _ = described.described_leaves(plan_described, skip_classes=STREAM_LEAF_CLASSES)
+            plan_json = plan_described.plan_json
         return attrs.evolve(
             started,
             checkpoint_location=checkpoint,
@@ -226,21 +232,15 @@ def _strings(scala_set: Any) -> set[str]:
     return found
 
 
-def _stream_and_static_leaves(plan: Any) -> tuple[dict[int, Endpoint], dict[int, RelationInfo]]:
+def _stream_leaves(plan: Any) -> dict[int, Endpoint]:
+    """Leaf key -> the source each streaming leaf reads, named by its description."""
     stream: dict[int, Endpoint] = {}
-    static: dict[int, RelationInfo] = {}
     for leaf in jvm.leaves_with_subqueries(plan):
         key = jvm.leaf_key(leaf)
-        if key is None:
-            continue
         node_class = jvm.simple_class(leaf)
-        if node_class in STREAM_LEAF_CLASSES:
+        if key is not None and node_class in STREAM_LEAF_CLASSES:
             stream[key] = endpoint_from_description(_source_description(leaf, node_class))
-            continue
-        info = jvm.relation_info(leaf, node_class)
-        if info.paths or info.table is not None:
-            static[key] = info
-    return stream, static
+    return stream
 
 
 def _source_description(leaf: Any, node_class: str) -> str:

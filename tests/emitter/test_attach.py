@@ -11,6 +11,7 @@ import pytest
 import emitter
 from emitter import described as described_json
 from emitter import listener as listener_module
+from emitter.capture import TableRef
 from emitter.listener import jvm
 from tests.lineage.helpers import without_unread_parts
 from tests.support.spark import read_events, wait_for_listeners
@@ -25,8 +26,7 @@ def test_janino_helper_dumps_to_json_without_what_lineage_never_reads(spark):
     assert dumper.helper is not None, "Janino compiled the helper"
     expected = without_unread_parts(json.loads(plan.toJSON()))
     assert json.loads(dumper.to_json(plan)) == expected
-    described = dumper.describe(plan)
-    assert described is not None and json.loads(described[1]) == expected, "one round trip gives the leaves and the plan"
+    assert json.loads(dumper.describe(plan).plan_json) == expected, "one round trip gives the leaves and the plan"
     assert jvm.PlanDumper(spark.sparkContext._gateway, compact=False).to_json(plan) == plan.toJSON()
 
 
@@ -112,46 +112,122 @@ def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
     assert spark.read.parquet(str(tmp_path / "out")).count() == 2
 
 
-def test_helper_describes_leaves_as_the_py4j_path_does(spark, tmp_path: Path):
-    spark.range(3).selectExpr("id", "named_struct('a', id) AS s").write.parquet(str(tmp_path / "files"))
+DERBY_CATALOG = "org.apache.spark.sql.execution.datasources.v2.jdbc.JDBCTableCatalog"
+
+
+@pytest.fixture
+def derby(spark, tmp_path: Path):
+    """An in-memory Derby database (Spark ships its JDBC driver) as a JDBC source and as the
+    DataSource V2 catalog `derby` (Spark's JDBCTableCatalog)."""
+    url = f"jdbc:derby:memory:{tmp_path.name};create=true"
+    spark.conf.set("spark.sql.catalog.derby", DERBY_CATALOG)
+    spark.conf.set("spark.sql.catalog.derby.url", url)
+    try:
+        yield url
+    finally:
+        spark.conf.unset("spark.sql.catalog.derby")
+        spark.conf.unset("spark.sql.catalog.derby.url")
+
+
+def _described_leaves(spark, frame):
+    described = jvm.PlanDumper(spark.sparkContext._gateway).describe(frame._jdf.queryExecution().optimizedPlan())
+    assert described.errors == ()
+    return described, described_json.described_leaves(described)
+
+
+def test_the_helper_describes_each_kind_of_relation_a_read_names(spark, tmp_path: Path, derby: str):
+    """Files, catalog tables, JDBC tables, DataSource V2 tables and cached DataFrames are each
+    named from the one helper call (there is no other path to fall back to)."""
+    spark.range(3).selectExpr("id", "named_struct('a', id) AS s", "id % 2 AS part").write.partitionBy("part").parquet(
+        str(tmp_path / "files")
+    )
     spark.range(2).write.mode("overwrite").saveAsTable("described_table")
-    frame = spark.read.parquet(str(tmp_path / "files")).join(spark.table("described_table"), "id")
-    plan = frame._jdf.queryExecution().optimizedPlan()
-    description = jvm.PlanDumper(spark.sparkContext._gateway).describe(plan)
-    assert description is not None
-    described = description[0]
-    assert described_json.fully_described(described)
-    leaves = jvm.leaves_with_subqueries(plan)
-    assert [d["key"] for d in described] == [jvm.leaf_key(leaf) for leaf in leaves]
-    from_helper = [described_json.described_relation(d) for d in described]
-    from_py4j = [jvm.relation_info(leaf, jvm.simple_class(leaf)) for leaf in leaves]
-    assert from_helper == from_py4j
-    assert {info.table.qualified for info in from_helper if info.table} == {"default.described_table"}
+    spark.range(2).selectExpr("id", "'x' AS label").write.jdbc(derby, "ORDERS", properties={"password": "hunter2"})
+    spark.sql("CREATE TABLE derby.APP.V2_TABLE (id BIGINT, label STRING)")
+    cached = spark.read.parquet(str(tmp_path / "files")).where("id > 0").select("id", "part").cache()
+    try:
+        cached.count()
+        frame = (
+            spark.read.parquet(str(tmp_path / "files"))
+            .join(spark.table("described_table"), "id")
+            .join(spark.read.jdbc(derby, "ORDERS", properties={"password": "hunter2"}), "id")
+            .join(spark.table("derby.APP.V2_TABLE").where("id > 0"), "id")
+            .join(cached, "id")
+        )
+        described, (leaves, cached_plans) = _described_leaves(spark, frame)
+    finally:
+        cached.unpersist()
+        spark.sql("DROP TABLE IF EXISTS described_table")
+        spark.sql("DROP TABLE IF EXISTS derby.APP.V2_TABLE")
+    assert "hunter2" not in json.dumps(described.leaves), "no option but those naming a dataset leaves the JVM"
+    by_kind = {(info.node_class, info.format): info for info in leaves.values()}
+    files = by_kind[("LogicalRelation", "parquet")]
+    assert files.paths == (f"file:{tmp_path / 'files'}",) and files.partition_columns == ("part",)
+    assert [f.name for f in files.schema] == ["id", "s", "part"] and files.schema[1].fields[0].name == "a"
+    table = next(info for info in leaves.values() if info.table is not None and info.table.name == "described_table")
+    assert (table.table.qualified, table.format) == ("default.described_table", "parquet")
+    assert table.table_location is not None and table.table_location.endswith("described_table")
+    assert by_kind[("LogicalRelation", "jdbc")].paths == (f"jdbc:derby:///{tmp_path.name}/ORDERS",)
+    v2 = by_kind[("DataSourceV2ScanRelation", None)]
+    assert v2.table == TableRef("V2_TABLE", "APP", "derby") and [f.name for f in v2.schema] == ["id", "label"]
+    [cached_json] = cached_plans.values()
+    assert "LogicalRelation" in cached_json, "the cached DataFrame's plan, for its column lineage"
+    assert sum(1 for info in leaves.values() if info.paths == files.paths) == 2, "the cached plan's leaf has a key of its own"
 
 
-PINNED_TABLE_SOURCE = """
-public class PinnedTable {
-  public Long snapshotId() { return Long.valueOf(42L); }
+ICEBERG_LIKE_TABLE_SOURCE = """
+public class IcebergLikeTable {
+  String pinned;
+  public IcebergLikeTable(String pinned) { this.pinned = pinned; }
+  public String name() { return "lake.db.events"; }
+  public java.util.Map properties() {
+    java.util.Map properties = new java.util.HashMap();
+    properties.put("provider", "iceberg");
+    properties.put("current-snapshot-id", "7");
+    properties.put("location", "s3://lake/db/events");
+    properties.put("write.token", "not copied");
+    return properties;
+  }
+  public Long snapshotId() { return pinned == null ? null : Long.valueOf(pinned); }
 }
 """
 
 
-def test_an_iceberg_read_pinned_by_time_travel_reports_its_pinned_snapshot_through_py4j(spark):
-    """Iceberg's SparkTable holds a time-travel read's snapshot in `snapshotId()`; a table
-    without that method (any other V2 table, or a current read) falls back to its properties."""
+def test_an_iceberg_table_is_versioned_by_its_current_snapshot_or_the_one_a_read_is_pinned_to(spark):
+    """Iceberg's SparkTable lists its current snapshot among its properties and holds a
+    time-travel read's snapshot in `snapshotId()`: the helper reads both (by name, without
+    Iceberg on the classpath here)."""
+    from emitter.listener import janino
+
     gateway = spark.sparkContext._gateway
     compiler = gateway.jvm.org.codehaus.janino.SimpleCompiler()
-    compiler.cook(PINNED_TABLE_SOURCE)
-    pinned_table = (
-        compiler.getClassLoader()
-        .loadClass("PinnedTable")
-        .getDeclaredConstructor(gateway.new_array(gateway.jvm.java.lang.Class, 0))
-        .newInstance(gateway.new_array(gateway.jvm.java.lang.Object, 0))
-    )
-    properties = {"provider": "iceberg", "current-snapshot-id": "7"}
-    assert jvm._iceberg_version(pinned_table, properties) == ("iceberg", "42")
-    assert jvm._iceberg_version(gateway.jvm.java.util.HashMap(), properties) == ("iceberg", "7")
-    assert jvm._iceberg_version(pinned_table, {"provider": "parquet"}) is None
+    compiler.cook(ICEBERG_LIKE_TABLE_SOURCE)
+    table_class = compiler.getClassLoader().loadClass("IcebergLikeTable")
+    relations = janino.class_loader(gateway).loadClass("SparkLineageRelations")
+    describe = relations.getMethod("describeV2Table", _classes(gateway, "java.lang.Object"))
+
+    def described(pinned):
+        constructor = table_class.getConstructor(_classes(gateway, "java.lang.String"))
+        arguments = gateway.new_array(gateway.jvm.java.lang.Object, 1)
+        arguments[0] = pinned
+        table = constructor.newInstance(arguments)
+        call = gateway.new_array(gateway.jvm.java.lang.Object, 1)
+        call[0] = table
+        text = describe.invoke(None, call)
+        assert "not copied" not in text
+        return described_json.described_relation(json.loads(text))
+
+    current, pinned = described(None), described("42")
+    assert current.table == TableRef("lake.db.events") and current.table_location == "s3://lake/db/events"
+    assert (current.format, current.table_version) == ("iceberg", ("iceberg", "7"))
+    assert pinned.table_version == ("iceberg", "42")
+
+
+def _classes(gateway, *classes):
+    array = gateway.new_array(gateway.jvm.java.lang.Class, len(classes))
+    for index, cls in enumerate(classes):
+        array[index] = gateway.jvm.java.lang.Class.forName(cls) if isinstance(cls, str) else cls
+    return array
 
 
 def test_a_jdbc_write_is_named_by_url_and_table_and_its_password_never_leaves_the_jvm(spark, tmp_path: Path):
@@ -187,28 +263,25 @@ def test_only_the_options_that_name_a_dataset_are_copied_out_of_the_jvm(spark):
 
 
 class _WriteRecorder:
-    """A QueryExecutionListener keeping, per write, the helper's description and the py4j one."""
+    """A QueryExecutionListener keeping the helper's description of each write."""
 
     class Java:
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
     def __init__(self, describer: jvm.WriteDescriber) -> None:
         self.describer = describer
-        self.pairs: list[tuple[str, object, object]] = []
+        self.writes: list[object] = []
 
     def onSuccess(self, func_name: str, query_execution, duration_ns: int) -> None:
-        plan = query_execution.optimizedPlan()
-        command = jvm.simple_class(plan)
-        described, with_metrics = self.describer.describe(query_execution, plan, command)
+        described = self.describer.describe(query_execution)
         if described is not None:
-            assert with_metrics, "the helper knows every write of these"
-            self.pairs.append((command, described, jvm.write_info(plan, command, query_execution, with_metrics=True)))
+            self.writes.append(described)
 
     def onFailure(self, func_name: str, query_execution, exception) -> None:
         pass
 
 
-def test_write_helper_describes_each_write_as_the_py4j_calls_do(spark, tmp_path: Path):
+def test_the_write_helper_describes_each_kind_of_write(spark, tmp_path: Path, derby: str):
     from pyspark.java_gateway import ensure_callback_server_started
 
     gateway = spark.sparkContext._gateway
@@ -220,20 +293,46 @@ def test_write_helper_describes_each_write_as_the_py4j_calls_do(spark, tmp_path:
     try:
         frame = spark.range(5).selectExpr("id", "cast(id AS string) AS label")
         frame.write.parquet(str(tmp_path / "plain"))
-        frame.write.partitionBy("label").parquet(str(tmp_path / "partitioned"))
         frame.write.saveAsTable("write_helper_saved")
         spark.sql("CREATE TABLE write_helper_ctas USING parquet AS SELECT id FROM write_helper_saved")
         spark.sql("INSERT INTO write_helper_ctas SELECT id FROM write_helper_saved")
+        frame.write.jdbc(derby, "JDBC_TARGET", properties={"password": "hunter2"})
+        spark.sql("CREATE TABLE derby.APP.V2_TARGET (id BIGINT, label STRING)")
+        spark.sql("INSERT INTO derby.APP.V2_TARGET SELECT id, cast(id AS string) FROM range(3)")
+        spark.sql("INSERT OVERWRITE derby.APP.V2_TARGET SELECT id, cast(id AS string) FROM range(2)")
+        spark.sql("SELECT count(*) FROM write_helper_saved").collect()
         wait_for_listeners(spark)
     finally:
         manager.unregister(recorder)
         spark.sql("DROP TABLE IF EXISTS write_helper_saved")
         spark.sql("DROP TABLE IF EXISTS write_helper_ctas")
-    commands = {command for command, _, _ in recorder.pairs}
-    assert {"InsertIntoHadoopFsRelationCommand", "CreateDataSourceTableAsSelectCommand"} <= commands
-    for command, described, through_py4j in recorder.pairs:
-        assert described == through_py4j, command
-    assert any(described.metrics.get("numOutputRows") == 5 for _, described, _ in recorder.pairs)
+        spark.sql("DROP TABLE IF EXISTS derby.APP.V2_TARGET")
+    writes = {(w.command, w.target.table.name if w.target.table else w.target.paths[0]): w for w in recorder.writes}
+    plain = writes[("InsertIntoHadoopFsRelationCommand", f"file:{tmp_path / 'plain'}")]
+    assert (plain.target.format, plain.mode, plain.output_columns) == ("parquet", "ErrorIfExists", ("id", "label"))
+    assert plain.metrics["numOutputRows"] == 5 and plain.metrics["numFiles"] >= 1
+    saved = writes[("CreateDataSourceTableAsSelectCommand", "write_helper_saved")]
+    assert (saved.target.table.qualified, saved.target.format, saved.mode) == (
+        "default.write_helper_saved",
+        "parquet",
+        "ErrorIfExists",
+    )
+    assert [f.name for f in saved.target.schema] == ["id", "label"]
+    assert ("CreateDataSourceTableAsSelectCommand", "write_helper_ctas") in writes
+    inserted = writes[("InsertIntoHadoopFsRelationCommand", "write_helper_ctas")]
+    assert (inserted.target.table.name, inserted.mode, inserted.metrics["numOutputRows"]) == ("write_helper_ctas", "Append", 5)
+    jdbc = writes[("SaveIntoDataSourceCommand", f"jdbc:derby:///{tmp_path.name}/JDBC_TARGET")]
+    assert (jdbc.target.format, jdbc.mode, jdbc.output_columns) == ("JdbcRelationProvider", "ErrorIfExists", ("id", "label"))
+    appended, overwritten = writes[("AppendData", "V2_TARGET")], writes[("OverwriteByExpression", "V2_TARGET")]
+    assert appended.target.table == TableRef("V2_TARGET", "APP", "derby") and appended.mode == "Append"
+    assert overwritten.mode == "Overwrite" and overwritten.output_columns == ("id", "label")
+    assert {w.command for w in recorder.writes} - {"SaveAsV1TableCommand"} == {  # Spark 4's saveAsTable, around the CTAS
+        "InsertIntoHadoopFsRelationCommand",
+        "CreateDataSourceTableAsSelectCommand",
+        "SaveIntoDataSourceCommand",
+        "AppendData",
+        "OverwriteByExpression",
+    }, "a read is no write"
 
 
 def test_what_attach_hooks_outside_the_attachment_is_undone_when_the_last_one_closes(spark, tmp_path: Path):

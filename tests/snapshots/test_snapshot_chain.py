@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from emitter.listener import files
+from emitter.listener import files, jvm
 from tests.support.spark import wait_for_listeners
 from tests.support.spec import assert_valid_event
 
@@ -81,6 +81,13 @@ def test_snapshot_ids_chain_across_jobs(attached: tuple[Any, Path], tmp_path: Pa
     )
 
 
+def _read_snapshot(spark: Any, frame: Any) -> Any:
+    """The input snapshot the batch listener takes of a read of one file source."""
+    gateway = spark.sparkContext._gateway
+    [leaf] = jvm.PlanDumper(gateway).describe(frame._jdf.queryExecution().optimizedPlan()).leaves
+    return files.described_input_snapshot(gateway, spark._jsc.hadoopConfiguration(), leaf)
+
+
 def test_spark_file_index_and_a_listing_after_the_write_agree(attached: tuple[Any, Path], tmp_path: Path) -> None:
     """The input side (Spark's file index, one py4j call) and the output side (listing) compute
     the same id for the same committed files, also when the read prunes partitions."""
@@ -89,9 +96,7 @@ def test_spark_file_index_and_a_listing_after_the_write_agree(attached: tuple[An
     spark.range(40).selectExpr("id", "CAST(id % 4 AS STRING) AS dt").write.partitionBy("dt").parquet(str(table))
     (table / "_SUCCESS").write_text("")
     written = files.output_snapshot(spark.sparkContext._gateway, spark._jsc.hadoopConfiguration(), f"file:{table}", None)
-    pruned_read = spark.read.parquet(str(table)).where("dt = '1'")
-    leaf = pruned_read._jdf.queryExecution().optimizedPlan().collectLeaves().head()
-    read = files.leaf_input_snapshot(spark.sparkContext._gateway, leaf)
+    read = _read_snapshot(spark, spark.read.parquet(str(table)).where("dt = '1'"))
     assert written is not None and read is not None
     assert read.snapshot_id == written.snapshot_id
     assert written.partitions == tuple({"dt": str(n)} for n in range(4))
@@ -104,8 +109,7 @@ def test_a_pruned_read_of_a_partitioned_catalog_table_reports_the_whole_table(at
         location = spark.sql("DESCRIBE TABLE EXTENDED snapshot_pruned").where("col_name = 'Location'").first()["data_type"]
         written = files.output_snapshot(spark.sparkContext._gateway, spark._jsc.hadoopConfiguration(), location, None)
         for query in ("SELECT * FROM snapshot_pruned", "SELECT * FROM snapshot_pruned WHERE dt = '1'"):
-            leaf = spark.sql(query)._jdf.queryExecution().optimizedPlan().collectLeaves().head()
-            read = files.leaf_input_snapshot(spark.sparkContext._gateway, leaf)
+            read = _read_snapshot(spark, spark.sql(query))
             assert read is not None and written is not None and read.snapshot_id == written.snapshot_id, query
     finally:
         spark.sql("DROP TABLE IF EXISTS snapshot_pruned")

@@ -1,12 +1,21 @@
-// What a batch action reads and writes, in one round trip: describe(plan) returns every leaf of
-// the plan and its subqueries (class, key, schema, paths, format, partition columns, table, the
-// files Spark's index listed) as one JSON line, then the plan's JSON.
+// What a batch action reads, in one round trip: describe(plan) returns one JSON line listing every
+// leaf of the plan and its subqueries (class, key, schema, and what SparkLineageRelations tells of
+// the relation; for a file source also the files Spark's index listed), then the plan's JSON on
+// the next line, then one line per plan a cached DataFrame holds (an InMemoryRelation leaf's
+// "cached" is its index among those lines; their leaves follow in the same list).
+// A leaf the helper fails on is listed with its "error" instead (never a quiet gap).
 // The plan's JSON is SparkLineageCompactPlan's (toJSON() without what the lineage engine never
 // reads), or Spark's own toJSON() after setCompact(false) or when the compact writer fails.
 public class SparkLineagePlanDumper {
+  static final String[] V2_RELATIONS = { "DataSourceV2Relation", "DataSourceV2ScanRelation" };
+
   boolean compact = true;
+  String[] namingKeys = new String[0];
 
   public void setCompact(boolean compact) { this.compact = compact; }
+
+  // the data source option keys that name a dataset, comma separated (emitter.naming.NAMING_OPTIONS)
+  public void setNamingKeys(String keys) { this.namingKeys = keys.length() == 0 ? new String[0] : keys.split(","); }
 
   String planJson(org.apache.spark.sql.catalyst.trees.TreeNode plan) {
     if (compact) {
@@ -21,25 +30,91 @@ public class SparkLineagePlanDumper {
 
   public String describe(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan) throws Exception {
     StringBuilder b = new StringBuilder("[");
-    java.util.List plans = new java.util.ArrayList();
-    plans.add(plan);
-    scala.collection.Iterator subqueries = plan.subqueriesAll().iterator();
-    while (subqueries.hasNext()) { plans.add(subqueries.next()); }
+    java.util.List pending = new java.util.ArrayList();  // the plan, then each cached plan
+    java.util.Map cachedIndex = new java.util.HashMap();  // InMemoryRelation key -> index in pending - 1
+    pending.add(plan);
     boolean first = true;
-    for (int p = 0; p < plans.size(); p++) {
-      scala.collection.Iterator leaves = ((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plans.get(p)).collectLeaves().iterator();
-      while (leaves.hasNext()) {
-        if (!first) b.append(',');
-        first = false;
-        leaf(b, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.next());
+    for (int next = 0; next < pending.size(); next++) {
+      org.apache.spark.sql.catalyst.plans.logical.LogicalPlan current = (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) pending.get(next);
+      java.util.List plans = new java.util.ArrayList();
+      plans.add(current);
+      scala.collection.Iterator subqueries = current.subqueriesAll().iterator();
+      while (subqueries.hasNext()) { plans.add(subqueries.next()); }
+      for (int p = 0; p < plans.size(); p++) {
+        scala.collection.Iterator leaves = ((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plans.get(p)).collectLeaves().iterator();
+        while (leaves.hasNext()) {
+          if (!first) b.append(',');
+          first = false;
+          guardedLeaf(b, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.next(), pending, cachedIndex);
+        }
       }
     }
     b.append("]\n").append(planJson(plan));
+    for (int i = 1; i < pending.size(); i++) {
+      b.append('\n').append(planJson((org.apache.spark.sql.catalyst.trees.TreeNode) pending.get(i)));
+    }
     return SparkLineageResult.of(b.toString());
   }
 
-  static void opt(StringBuilder b, String key, scala.Option value) {
-    if (value.isDefined()) { b.append(",\"").append(key).append("\":"); SparkLineageResult.jsonString(b, String.valueOf(value.get())); }
+  void guardedLeaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf, java.util.List pending, java.util.Map cachedIndex) {
+    int mark = b.length();
+    try {
+      leaf(b, leaf, pending, cachedIndex);
+    } catch (Throwable error) {
+      b.setLength(mark);
+      b.append("{\"class\":");
+      SparkLineageResult.jsonString(b, leaf.getClass().getSimpleName());
+      Long key = key(leaf);
+      if (key != null) b.append(",\"key\":").append(key.longValue());
+      b.append(",\"error\":");
+      SparkLineageResult.jsonString(b, String.valueOf(error));
+      b.append('}');
+    }
+  }
+
+  static Long key(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf) {
+    if (leaf.output().isEmpty()) return null;
+    org.apache.spark.sql.catalyst.expressions.Attribute first = (org.apache.spark.sql.catalyst.expressions.Attribute) leaf.output().head();
+    return Long.valueOf(first.exprId().id());
+  }
+
+  void leaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf, java.util.List pending, java.util.Map cachedIndex)
+      throws Exception {
+    String leafClass = leaf.getClass().getSimpleName();
+    b.append("{\"class\":");
+    SparkLineageResult.jsonString(b, leafClass);
+    Long key = key(leaf);
+    if (key != null) b.append(",\"key\":").append(key.longValue());
+    b.append(",\"schema\":").append(leaf.schema().json());
+    if (leaf instanceof org.apache.spark.sql.execution.datasources.LogicalRelation) {
+      org.apache.spark.sql.execution.datasources.LogicalRelation logical = (org.apache.spark.sql.execution.datasources.LogicalRelation) leaf;
+      SparkLineageRelations.logicalRelation(b, logical, namingKeys);
+      if (logical.relation() instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
+        files(b, ((org.apache.spark.sql.execution.datasources.HadoopFsRelation) logical.relation()).location());
+      }
+    } else if (leafClass.equals("HiveTableRelation")) {
+      SparkLineageRelations.catalogTable(b, SparkLineageRelations.call(leaf, "tableMeta"));
+    } else if (isV2(leafClass)) {
+      SparkLineageRelations.v2Relation(b, leaf);
+    } else if (leafClass.equals("InMemoryRelation") && key != null) {
+      // shares expr ids with the plan it caches: that plan's JSON is a line of its own
+      Object index = cachedIndex.get(key);
+      if (index == null) {
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan cached = SparkLineageRelations.cachedPlan(leaf);
+        if (cached != null) {
+          index = Integer.valueOf(pending.size() - 1);
+          pending.add(cached);
+          cachedIndex.put(key, index);
+        }
+      }
+      if (index != null) b.append(",\"cached\":").append(index);
+    }
+    b.append('}');
+  }
+
+  static boolean isV2(String leafClass) {
+    for (int i = 0; i < V2_RELATIONS.length; i++) if (V2_RELATIONS[i].equals(leafClass)) return true;
+    return false;
   }
 
   // the files Spark's index already listed for the read (for the input snapshot id), as listing
@@ -54,54 +129,5 @@ public class SparkLineagePlanDumper {
     } catch (Throwable error) {
       b.setLength(mark);
     }
-  }
-
-  static void leaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf) {
-    b.append("{\"class\":");
-    SparkLineageResult.jsonString(b, leaf.getClass().getSimpleName());
-    if (!leaf.output().isEmpty()) {
-      org.apache.spark.sql.catalyst.expressions.Attribute first = (org.apache.spark.sql.catalyst.expressions.Attribute) leaf.output().head();
-      b.append(",\"key\":").append(first.exprId().id());
-    }
-    b.append(",\"schema\":").append(leaf.schema().json());
-    if (leaf instanceof org.apache.spark.sql.execution.datasources.LogicalRelation) {
-      org.apache.spark.sql.execution.datasources.LogicalRelation logical = (org.apache.spark.sql.execution.datasources.LogicalRelation) leaf;
-      Object relation = logical.relation();
-      b.append(",\"relation\":");
-      SparkLineageResult.jsonString(b, relation.getClass().getSimpleName());
-      if (relation instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
-        org.apache.spark.sql.execution.datasources.HadoopFsRelation fs = (org.apache.spark.sql.execution.datasources.HadoopFsRelation) relation;
-        b.append(",\"paths\":[");
-        scala.collection.Iterator paths = fs.location().rootPaths().iterator();
-        boolean firstPath = true;
-        while (paths.hasNext()) { if (!firstPath) b.append(','); firstPath = false; SparkLineageResult.jsonString(b, String.valueOf(paths.next())); }
-        b.append(']');
-        Object format = fs.fileFormat();
-        b.append(",\"format\":");
-        if (format instanceof org.apache.spark.sql.sources.DataSourceRegister) {
-          SparkLineageResult.jsonString(b, ((org.apache.spark.sql.sources.DataSourceRegister) format).shortName());
-        } else { SparkLineageResult.jsonString(b, String.valueOf(format).toLowerCase()); }
-        files(b, fs.location());
-        b.append(",\"partitionColumns\":[");
-        String[] partitionColumns = fs.partitionSchema().fieldNames();
-        for (int i = 0; i < partitionColumns.length; i++) {
-          if (i > 0) b.append(',');
-          SparkLineageResult.jsonString(b, partitionColumns[i]);
-        }
-        b.append(']');
-      }
-      scala.Option catalogTable = logical.catalogTable();
-      if (catalogTable.isDefined()) {
-        org.apache.spark.sql.catalyst.catalog.CatalogTable table = (org.apache.spark.sql.catalyst.catalog.CatalogTable) catalogTable.get();
-        b.append(",\"table\":{\"name\":");
-        SparkLineageResult.jsonString(b, table.identifier().table());
-        opt(b, "database", table.identifier().database());
-        opt(b, "catalog", table.identifier().catalog());
-        b.append('}');
-        opt(b, "location", table.storage().locationUri());
-        opt(b, "provider", table.provider());
-      }
-    }
-    b.append('}');
   }
 }

@@ -1,103 +1,122 @@
-// The write an action ran, in one round trip instead of a dozen py4j calls: describe(queryExecution)
-// returns one JSON object with the root command's class, its target (output path, format, catalog
-// table and its location and provider), save mode, output column names, the query's schema JSON, and
-// the rows, bytes and files the executed plan counted. Only the file and catalog-table commands are
-// described here; for anything else (or any failure) it returns null and the listener reads the
-// command through py4j. Methods are called by name, by reflection: they differ between Spark versions.
+// The write an action ran, in one round trip: describe(queryExecution) returns one JSON object with
+// the root command's class, its target, save mode, output column names, the schema written and
+// the rows, bytes and files the executed plan counted; null when the action writes nothing.
+// The target, by command:
+//   - InsertIntoHadoopFsRelationCommand: output path, format, the catalog table's identifier;
+//   - catalog table commands (CTAS, saveAsTable, Hive inserts and CTAS): the catalog table
+//     (identifier, location, provider), as SparkLineageRelations describes one;
+//   - V2 writes (AppendData, OverwriteByExpression, OverwritePartitionsDynamic, ReplaceData):
+//     the V2 relation written ("v2"), its schema and columns;
+//   - SaveIntoDataSourceCommand (JDBC, Kafka, any V1 source): the source's class and the
+//     options that name a dataset.
+// A write it fails on comes back as {"command", "error"}. This is the one list of the write
+// commands the emitter knows. Methods are called by name: they differ between Spark versions.
 public class SparkLineageWrites {
   static final String[] METRICS = { "numOutputRows", "numOutputBytes", "numFiles" };
+  static final String[] TABLE_COMMANDS = { "CreateDataSourceTableAsSelectCommand", "InsertIntoHiveTable" };
+  static final String[] TABLE_DESC_COMMANDS = {
+    "SaveAsV1TableCommand", "CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand"
+  };
+  static final String[] V2_COMMANDS = { "AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceData" };
 
-  public String describe(Object queryExecution) {
+  String[] namingKeys = new String[0];
+
+  // the data source option keys that name a dataset, comma separated (emitter.naming.NAMING_OPTIONS)
+  public void setNamingKeys(String keys) { this.namingKeys = keys.length() == 0 ? new String[0] : keys.split(","); }
+
+  public String describe(Object queryExecution) throws Exception {
+    Object root = call(queryExecution, "optimizedPlan");
+    String command = root.getClass().getSimpleName();
+    if (!isWrite(command)) return null;
+    StringBuilder b = new StringBuilder("{\"command\":");
+    SparkLineageResult.jsonString(b, command);
+    int mark = b.length();
     try {
-      Object root = call(queryExecution, "optimizedPlan");
-      String command = root.getClass().getSimpleName();
-      StringBuilder b = new StringBuilder("{\"command\":");
-      SparkLineageResult.jsonString(b, command);
-      if (command.equals("InsertIntoHadoopFsRelationCommand")) {
-        b.append(",\"path\":");
-        SparkLineageResult.jsonString(b, call(root, "outputPath").toString());
-        b.append(",\"format\":");
-        SparkLineageResult.jsonString(b, format(call(root, "fileFormat")));
-        Object table = option(call(root, "catalogTable"));
-        if (table != null) { b.append(",\"table\":"); identifier(b, call(table, "identifier")); }
-        b.append(",\"mode\":");
-        SparkLineageResult.jsonString(b, call(root, "mode").toString());
-        columns(b, root);
-      } else if (command.equals("CreateDataSourceTableAsSelectCommand") || command.equals("InsertIntoHiveTable")) {
-        catalogTable(b, root, call(root, "table"));
-      } else if (command.equals("SaveAsV1TableCommand") || command.equals("CreateHiveTableAsSelectCommand")
-          || command.equals("OptimizedCreateHiveTableAsSelectCommand")) {
-        catalogTable(b, root, call(root, "tableDesc"));
-      } else {
-        return null;
-      }
-      b.append(",\"schema\":").append(call(call(call(root, "query"), "schema"), "json"));
+      target(b, root, command);
       b.append(",\"metrics\":{");
       metrics(b, physicalRoot(call(queryExecution, "executedPlan")));
-      b.append("}}");
-      return SparkLineageResult.of(b.toString());
-    } catch (Exception error) {
-      return null;
+      b.append('}');
+    } catch (Throwable error) {
+      b.setLength(mark);
+      b.append(",\"error\":");
+      SparkLineageResult.jsonString(b, String.valueOf(error));
     }
+    return SparkLineageResult.of(b.append('}').toString());
   }
 
-  static void catalogTable(StringBuilder b, Object root, Object table) throws Exception {
-    b.append(",\"table\":");
-    identifier(b, call(table, "identifier"));
-    Object location = option(call(call(table, "storage"), "locationUri"));
-    if (location != null) { b.append(",\"location\":"); SparkLineageResult.jsonString(b, location.toString()); }
-    Object provider = option(call(table, "provider"));
-    if (provider != null) { b.append(",\"format\":"); SparkLineageResult.jsonString(b, provider.toString()); }
-    try {
-      Object mode = call(root, "mode");
+  static boolean isWrite(String command) {
+    return command.equals("InsertIntoHadoopFsRelationCommand") || command.equals("SaveIntoDataSourceCommand")
+        || among(command, TABLE_COMMANDS) || among(command, TABLE_DESC_COMMANDS) || among(command, V2_COMMANDS);
+  }
+
+  void target(StringBuilder b, Object root, String command) throws Exception {
+    if (command.equals("InsertIntoHadoopFsRelationCommand")) {
+      b.append(",\"path\":");
+      SparkLineageResult.jsonString(b, call(root, "outputPath").toString());
+      b.append(",\"format\":");
+      SparkLineageResult.jsonString(b, SparkLineageRelations.fileFormat(call(root, "fileFormat")));
+      Object table = option(call(root, "catalogTable"));
+      if (table != null) { b.append(",\"table\":"); SparkLineageRelations.identifier(b, call(table, "identifier")); }
+      mode(b, root);
+      columns(b, root);
+      querySchema(b, root);
+    } else if (among(command, TABLE_COMMANDS) || among(command, TABLE_DESC_COMMANDS)) {
+      SparkLineageRelations.catalogTable(b, call(root, among(command, TABLE_COMMANDS) ? "table" : "tableDesc"));
+      mode(b, root);
+      columns(b, root);
+      querySchema(b, root);
+    } else if (among(command, V2_COMMANDS)) {
+      Object table = call(root, "table");
+      SparkLineageRelations.v2Relation(b, table);
       b.append(",\"mode\":");
-      SparkLineageResult.jsonString(b, mode.toString());
-    } catch (Exception noMode) {
-      // a command without a save mode
-    }
-    columns(b, root);
-  }
-
-  static void columns(StringBuilder b, Object root) {
-    try {
-      scala.collection.Iterator names = ((scala.collection.Iterable) call(root, "outputColumnNames")).iterator();
-      b.append(",\"columns\":[");
-      boolean first = true;
-      while (names.hasNext()) {
-        if (!first) b.append(',');
-        first = false;
-        SparkLineageResult.jsonString(b, names.next().toString());
-      }
-      b.append(']');
-    } catch (Exception noColumns) {
-      // the command names no output columns: the query's schema does
+      SparkLineageResult.jsonString(b, command.equals("AppendData") ? "Append" : "Overwrite");
+      org.apache.spark.sql.types.StructType schema = (org.apache.spark.sql.types.StructType) call(table, "schema");
+      fieldNames(b, schema);
+      b.append(",\"schema\":").append(schema.json());
+    } else {  // SaveIntoDataSourceCommand
+      b.append(",\"source\":");
+      SparkLineageResult.jsonString(b, call(root, "dataSource").getClass().getSimpleName());
+      SparkLineageRelations.options(b, call(root, "options"), namingKeys);
+      mode(b, root);
+      org.apache.spark.sql.types.StructType schema = (org.apache.spark.sql.types.StructType) call(call(root, "query"), "schema");
+      fieldNames(b, schema);
+      b.append(",\"schema\":").append(schema.json());
     }
   }
 
-  static void identifier(StringBuilder b, Object identifier) throws Exception {
-    b.append("{\"name\":");
-    SparkLineageResult.jsonString(b, call(identifier, "table").toString());
-    String[] parts = { "database", "catalog" };
-    for (int i = 0; i < parts.length; i++) {
-      try {
-        Object value = option(call(identifier, parts[i]));
-        if (value != null) {
-          b.append(",\"").append(parts[i]).append("\":");
-          SparkLineageResult.jsonString(b, value.toString());
-        }
-      } catch (Exception absent) {
-        // older identifiers have no catalog
-      }
-    }
-    b.append('}');
+  static void querySchema(StringBuilder b, Object root) throws Exception {
+    b.append(",\"schema\":").append(call(call(call(root, "query"), "schema"), "json"));
   }
 
-  static String format(Object fileFormat) {
-    try {
-      return call(fileFormat, "shortName").toString();
-    } catch (Exception noShortName) {
-      return fileFormat.toString().toLowerCase();
+  static void mode(StringBuilder b, Object root) throws Exception {
+    if (!SparkLineageRelations.hasMethod(root, "mode")) return;  // Hive inserts have none
+    b.append(",\"mode\":");
+    SparkLineageResult.jsonString(b, call(root, "mode").toString());
+  }
+
+  static void columns(StringBuilder b, Object root) throws Exception {
+    if (!SparkLineageRelations.hasMethod(root, "outputColumnNames")) return;  // the query's schema names them
+    scala.collection.Iterator names = ((scala.collection.Iterable) call(root, "outputColumnNames")).iterator();
+    b.append(",\"columns\":[");
+    boolean first = true;
+    while (names.hasNext()) {
+      if (!first) b.append(',');
+      first = false;
+      SparkLineageResult.jsonString(b, names.next().toString());
     }
+    b.append(']');
+  }
+
+  static void fieldNames(StringBuilder b, org.apache.spark.sql.types.StructType schema) {
+    String[] names = schema.fieldNames();
+    b.append(",\"columns\":[");
+    for (int i = 0; i < names.length; i++) { if (i > 0) b.append(','); SparkLineageResult.jsonString(b, names[i]); }
+    b.append(']');
+  }
+
+  static boolean among(String command, String[] commands) {
+    for (int i = 0; i < commands.length; i++) if (commands[i].equals(command)) return true;
+    return false;
   }
 
   // The write node under adaptive execution (AQE wraps whole planned writes when they shuffle).
@@ -129,14 +148,10 @@ public class SparkLineageWrites {
   }
 
   static Object option(Object value) {
-    if (value instanceof scala.Option) {
-      scala.Option option = (scala.Option) value;
-      return option.isDefined() ? option.get() : null;
-    }
-    return value;
+    return SparkLineageRelations.option(value);
   }
 
   static Object call(Object target, String method) throws Exception {
-    return target.getClass().getMethod(method, new Class[0]).invoke(target, new Object[0]);
+    return SparkLineageRelations.call(target, method);
   }
 }

@@ -1,0 +1,211 @@
+// How the helpers describe a relation, as JSON fields appended to an open object, parsed by
+// emitter/described.py. One method per relation kind the emitter names datasets of:
+//   - LogicalRelation: the relation's class, and per relation: HadoopFsRelation (root paths,
+//     format, partition columns), JDBCRelation (the options that name a dataset); its catalog
+//     table (identifier, location, provider) when it has one;
+//   - HiveTableRelation: its catalog table;
+//   - DataSourceV2Relation, DataSourceV2ScanRelation: the table's
+//     identifier and catalog (else its name), the location and provider properties, and an
+//     Iceberg table's current snapshot and the snapshot a time-travel read is pinned to.
+// Of data source options only the keys the caller names are copied (naming keys, never secrets).
+// Methods that differ between Spark versions or live outside spark-sql are called by name.
+public class SparkLineageRelations {
+  static final String[] V2_PROPERTIES = { "location", "provider", "current-snapshot-id" };
+
+  static void logicalRelation(StringBuilder b, org.apache.spark.sql.execution.datasources.LogicalRelation logical, String[] namingKeys)
+      throws Exception {
+    Object relation = logical.relation();
+    String relationClass = relation.getClass().getSimpleName();
+    b.append(",\"relation\":");
+    SparkLineageResult.jsonString(b, relationClass);
+    if (relation instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
+      org.apache.spark.sql.execution.datasources.HadoopFsRelation fs = (org.apache.spark.sql.execution.datasources.HadoopFsRelation) relation;
+      b.append(",\"paths\":[");
+      scala.collection.Iterator paths = fs.location().rootPaths().iterator();
+      boolean firstPath = true;
+      while (paths.hasNext()) { if (!firstPath) b.append(','); firstPath = false; SparkLineageResult.jsonString(b, String.valueOf(paths.next())); }
+      b.append(']');
+      b.append(",\"format\":");
+      SparkLineageResult.jsonString(b, fileFormat(fs.fileFormat()));
+      b.append(",\"partitionColumns\":[");
+      String[] partitionColumns = fs.partitionSchema().fieldNames();
+      for (int i = 0; i < partitionColumns.length; i++) {
+        if (i > 0) b.append(',');
+        SparkLineageResult.jsonString(b, partitionColumns[i]);
+      }
+      b.append(']');
+    } else if (relationClass.equals("JDBCRelation")) {
+      options(b, call(call(relation, "jdbcOptions"), "parameters"), namingKeys);
+    }
+    scala.Option catalogTable = logical.catalogTable();
+    if (catalogTable.isDefined()) catalogTable(b, catalogTable.get());
+  }
+
+  // "table" (identifier), "location" and "provider" of a CatalogTable
+  static void catalogTable(StringBuilder b, Object table) throws Exception {
+    b.append(",\"table\":");
+    identifier(b, call(table, "identifier"));
+    Object location = option(call(call(table, "storage"), "locationUri"));
+    if (location != null) { b.append(",\"location\":"); SparkLineageResult.jsonString(b, location.toString()); }
+    Object provider = option(call(table, "provider"));
+    if (provider != null) { b.append(",\"provider\":"); SparkLineageResult.jsonString(b, provider.toString()); }
+  }
+
+  // a TableIdentifier as {"name", "database", "catalog"}
+  static void identifier(StringBuilder b, Object identifier) throws Exception {
+    b.append("{\"name\":");
+    SparkLineageResult.jsonString(b, call(identifier, "table").toString());
+    String[] parts = { "database", "catalog" };
+    for (int i = 0; i < parts.length; i++) {
+      try {
+        Object value = option(call(identifier, parts[i]));
+        if (value != null) {
+          b.append(",\"").append(parts[i]).append("\":");
+          SparkLineageResult.jsonString(b, value.toString());
+        }
+      } catch (NoSuchMethodException absent) {
+        // Spark 3.5's identifiers of some commands have no catalog
+      }
+    }
+    b.append('}');
+  }
+
+  // "v2": a DataSourceV2Relation (or a scan or streaming relation over one)
+  static void v2Relation(StringBuilder b, Object relation) throws Exception {
+    Object inner = relation;
+    if (!hasMethod(inner, "identifier") && hasMethod(inner, "relation")) inner = call(inner, "relation");
+    b.append(",\"v2\":{");
+    v2Table(b, call(inner, "table"));
+    Object identifier = option(call(inner, "identifier"));
+    if (identifier != null) {
+      b.append(",\"identifier\":{\"name\":");
+      SparkLineageResult.jsonString(b, String.valueOf(call(identifier, "name")));
+      b.append(",\"namespace\":[");
+      String[] namespace = (String[]) call(identifier, "namespace");
+      for (int i = 0; i < namespace.length; i++) { if (i > 0) b.append(','); SparkLineageResult.jsonString(b, namespace[i]); }
+      b.append("]}");
+      Object catalog = option(call(inner, "catalog"));
+      if (catalog != null) { b.append(",\"catalog\":"); SparkLineageResult.jsonString(b, String.valueOf(call(catalog, "name"))); }
+    }
+    b.append('}');
+  }
+
+  // a V2 Table's name, the properties in V2_PROPERTIES, and an Iceberg table's pinned snapshot
+  static void v2Table(StringBuilder b, Object table) throws Exception {
+    b.append("\"name\":");
+    SparkLineageResult.jsonString(b, String.valueOf(call(table, "name")));
+    java.util.Map properties = (java.util.Map) call(table, "properties");
+    b.append(",\"properties\":{");
+    boolean first = true;
+    for (int i = 0; i < V2_PROPERTIES.length; i++) {
+      Object value = properties == null ? null : properties.get(V2_PROPERTIES[i]);
+      if (value == null) continue;
+      if (!first) b.append(',');
+      first = false;
+      SparkLineageResult.jsonString(b, V2_PROPERTIES[i]);
+      b.append(':');
+      SparkLineageResult.jsonString(b, value.toString());
+    }
+    b.append('}');
+    Object provider = properties == null ? null : properties.get("provider");
+    if (provider != null && provider.toString().equalsIgnoreCase("iceberg") && hasMethod(table, "snapshotId")) {
+      // Iceberg's SparkTable: the snapshot a time-travel read is pinned to (null for a current read)
+      Object pinned = call(table, "snapshotId");
+      if (pinned != null) { b.append(",\"pinnedSnapshot\":"); SparkLineageResult.jsonString(b, pinned.toString()); }
+    }
+  }
+
+  // The "v2" description of a table object alone, as a leaf over it would carry (for tests).
+  public static String describeV2Table(Object table) throws Exception {
+    StringBuilder b = new StringBuilder("{\"class\":\"DataSourceV2Relation\",\"v2\":{");
+    v2Table(b, table);
+    return b.append("}}").toString();
+  }
+
+  // "options": the entries of a Scala or Java map whose lowercased key is one of `keys`
+  static void options(StringBuilder b, Object map, String[] keys) {
+    java.util.Map found = new java.util.TreeMap();
+    if (map instanceof scala.collection.Map) {
+      scala.collection.Iterator entries = ((scala.collection.Map) map).iterator();
+      while (entries.hasNext()) {
+        scala.Tuple2 entry = (scala.Tuple2) entries.next();
+        keep(found, String.valueOf(entry._1()), entry._2(), keys);
+      }
+    } else if (map instanceof java.util.Map) {
+      java.util.Iterator entries = ((java.util.Map) map).entrySet().iterator();
+      while (entries.hasNext()) {
+        java.util.Map.Entry entry = (java.util.Map.Entry) entries.next();
+        keep(found, String.valueOf(entry.getKey()), entry.getValue(), keys);
+      }
+    }
+    b.append(",\"options\":{");
+    java.util.Iterator kept = found.entrySet().iterator();
+    boolean first = true;
+    while (kept.hasNext()) {
+      java.util.Map.Entry entry = (java.util.Map.Entry) kept.next();
+      if (!first) b.append(',');
+      first = false;
+      SparkLineageResult.jsonString(b, (String) entry.getKey());
+      b.append(':');
+      SparkLineageResult.jsonString(b, (String) entry.getValue());
+    }
+    b.append('}');
+  }
+
+  static void keep(java.util.Map found, String key, Object value, String[] keys) {
+    String lower = key.toLowerCase(java.util.Locale.ROOT);
+    for (int i = 0; i < keys.length; i++) {
+      if (keys[i].equals(lower) && value != null) { found.put(lower, value.toString()); return; }
+    }
+  }
+
+  static String fileFormat(Object format) {
+    if (format instanceof org.apache.spark.sql.sources.DataSourceRegister) {
+      return ((org.apache.spark.sql.sources.DataSourceRegister) format).shortName();
+    }
+    return String.valueOf(format).toLowerCase(java.util.Locale.ROOT);
+  }
+
+  // The optimized plan a cached DataFrame (InMemoryRelation) holds: Spark 4 keeps it on the
+  // cache builder; Spark 3.5 only as the logical link of the cached physical plan: the topmost
+  // physical node that has one, if it has the relation's output. null when neither is found.
+  static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan cachedPlan(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan inMemory)
+      throws Exception {
+    Object builder = call(inMemory, "cacheBuilder");
+    if (hasMethod(builder, "logicalPlan")) return (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) call(builder, "logicalPlan");
+    org.apache.spark.sql.execution.SparkPlan node = (org.apache.spark.sql.execution.SparkPlan) call(builder, "cachedPlan");
+    while (node != null) {
+      scala.Option link = node.logicalLink();
+      if (link.isDefined()) {
+        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan = (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) link.get();
+        return plan.output().toString().equals(inMemory.output().toString()) ? plan : null;
+      }
+      scala.collection.Seq children = node.children();
+      node = children.size() == 1 ? (org.apache.spark.sql.execution.SparkPlan) children.head() : null;
+    }
+    return null;
+  }
+
+  static boolean hasMethod(Object target, String method) {
+    try {
+      target.getClass().getMethod(method, new Class[0]);
+      return true;
+    } catch (NoSuchMethodException absent) {
+      return false;
+    }
+  }
+
+  static Object option(Object value) {
+    if (value instanceof scala.Option) {
+      scala.Option option = (scala.Option) value;
+      return option.isDefined() ? option.get() : null;
+    }
+    return value;
+  }
+
+  static Object call(Object target, String method) throws Exception {
+    java.lang.reflect.Method found = target.getClass().getMethod(method, new Class[0]);
+    found.setAccessible(true);
+    return found.invoke(target, new Object[0]);
+  }
+}

@@ -1,0 +1,62 @@
+"""Hive tables (a Hive-enabled session: Spark's Hive classes, a Derby metastore of its own) under
+`python -m emitter run`: reads of a `HiveTableRelation`, and the Hive write commands, are named
+as the catalog tables they are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.spark import SPARK_TEST_CONF, read_events, run_under_emitter
+from tests.support.spec import assert_valid_event
+
+pytestmark = pytest.mark.spark
+
+HIVE_SCRIPT = """
+import sys
+from pyspark.sql import SparkSession
+
+builder = SparkSession.builder.master("local[2]").appName("hive tables").enableHiveSupport()
+for key, value in {conf!r}.items():
+    builder = builder.config(key, value)
+spark = builder.config("spark.sql.warehouse.dir", sys.argv[1]).getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+spark.sql("CREATE TABLE hive_source (id BIGINT, label STRING) STORED AS TEXTFILE")
+spark.sql("INSERT INTO hive_source SELECT id, CAST(id AS STRING) FROM range(3)")
+spark.sql("CREATE TABLE hive_copy STORED AS TEXTFILE AS SELECT id, upper(label) AS shout FROM hive_source")
+spark.stop()
+"""
+
+
+def _datasets(event: dict[str, Any], side: str) -> list[tuple[str, str]]:
+    return [(d["namespace"], d["name"]) for d in event[side]]
+
+
+def test_hive_table_reads_and_writes_are_named_by_their_tables(tmp_path: Path) -> None:
+    script = tmp_path / "hive_tables.py"
+    script.write_text(HIVE_SCRIPT.format(conf=SPARK_TEST_CONF))
+    events_path = tmp_path / "events.jsonl"
+    result = run_under_emitter(script, events_path, args=(str(tmp_path / "warehouse"),))
+    assert result.returncode == 0, result.stderr[-4000:]
+    events = read_events(events_path)
+    for event in events:
+        assert_valid_event(event)
+    completes = {e["job"]["name"].split(".", 1)[1]: e for e in events if e["eventType"] == "COMPLETE" and e["outputs"]}
+    assert set(completes) == {
+        "insert_into_hive_table.default_hive_source",
+        "create_hive_table_as_select_command.default_hive_copy",
+    }
+    insert = completes["insert_into_hive_table.default_hive_source"]
+    ctas = completes["create_hive_table_as_select_command.default_hive_copy"]
+    [written] = insert["outputs"]
+    assert written["facets"]["symlinks"]["identifiers"][0]["name"] == "default.hive_source"
+    assert written["name"].endswith("/warehouse/hive_source")
+    [source] = ctas["inputs"]
+    assert (source["namespace"], source["name"]) == (written["namespace"], written["name"]), "the read of a HiveTableRelation"
+    assert source["facets"]["symlinks"]["identifiers"][0]["name"] == "default.hive_source"
+    [copy] = ctas["outputs"]
+    assert copy["name"] == "default.hive_copy"
+    assert [f["name"] for f in copy["facets"]["schema"]["fields"]] == ["id", "shout"]
+    assert copy["outputFacets"]["outputStatistics"]["rowCount"] == 3
