@@ -17,8 +17,10 @@ the usual configuration (``openlineage.yml``, ``OPENLINEAGE_CONFIG``,
   the transport's own bound), persist what could not be delivered, return ``True`` only
   when everything was delivered.
 
-Inside a transport, the event is turned into ``(key, value bytes)`` once
-(:mod:`emitter.transports.records`); the part that talks to the network sees only those
+Every event is serialized by :func:`emitter.transports.records.serialize` (one pass, orjson),
+also in openlineage-python's file, HTTP and console transports when the emitter builds the
+client (:mod:`emitter.transports.standard`). Inside a transport of ours, the event is turned
+into ``(key, value bytes)`` once (:mod:`emitter.transports.records`); the part that talks to the network sees only those
 plain records, which is what lets undelivered events wait in an on-disk spool
 (:mod:`emitter.transports.spool`) and be sent later, possibly by another process.
 
@@ -69,12 +71,16 @@ def transport_class(kind: str) -> type:
 
 
 def factory() -> Any:
-    """A new openlineage-python transport factory: its default transports, and ours over them."""
+    """A new openlineage-python transport factory: its default transports, ours over them, and
+    its file, HTTP and console transports serializing with `records.serialize`
+    (:mod:`emitter.transports.standard`)."""
     from openlineage.client.transport import DefaultTransportFactory, get_default_factory
+
+    from emitter.transports.standard import SERIALIZING_TRANSPORTS
 
     own = DefaultTransportFactory()
     own.transports.update(get_default_factory().transports)
-    for kind, dotted_path in TRANSPORTS.items():
+    for kind, dotted_path in {**SERIALIZING_TRANSPORTS, **TRANSPORTS}.items():
         own.register_transport(kind, dotted_path)
     return own
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+import orjson
 
 
 @attrs.frozen
@@ -67,34 +68,62 @@ def _job_names(job: Any) -> tuple[str, str] | None:
     return (namespace, name) if namespace and name else None
 
 
-def serialize(event: Any) -> bytes:
-    """The event's JSON exactly as openlineage-python's `Serde.to_json` writes it (nulls dropped,
-    empty objects dropped from lists, enums as values, keys sorted), UTF-8.
+_SCALARS = frozenset({str, int, float, bool})
+_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
-    One pass instead of `Serde`'s two (`attrs.asdict`, then a copy without nulls): 2.5 times
-    faster on TPC-DS write events with column lineage, and it runs for every event in the
-    Spark driver's process. Byte-identical output is checked against `Serde` in the tests."""
-    return json.dumps(_plain(event), sort_keys=True, default=_non_serializable).encode("utf-8")
+
+def serialize(event: Any) -> bytes:
+    """The event's JSON as UTF-8: the same document openlineage-python's `Serde.to_json` writes
+    (nulls dropped, empty objects dropped from lists, enums as values, keys sorted), compact.
+
+    One conversion pass (attrs instances to dicts of their non-null fields) and orjson instead
+    of `Serde`'s `attrs.asdict`, a copy without nulls and `json`: several times faster on
+    TPC-DS write events with column lineage, and it runs for every event in the Spark driver's
+    process. The same document as `Serde`'s is checked in the tests. Values orjson does not
+    write (integers beyond 64 bits) go through `json`; infinite floats, which JSON has no
+    value for, are written as null."""
+    plain = _plain(event)
+    try:
+        return orjson.dumps(plain, default=_non_serializable, option=_ORJSON_OPTIONS)
+    except orjson.JSONEncodeError:
+        return json.dumps(plain, sort_keys=True, default=_non_serializable).encode("utf-8")
 
 
 def _plain(value: Any) -> Any:
-    """`Serde.to_dict` of one value: attrs instances as dicts of their non-null fields."""
+    """`Serde.to_dict` of one value: attrs instances as dicts of their non-null fields. Scalars
+    are taken as they are without a call (most of an event's values are strings): the loops
+    are written out for that reason."""
     value_class = value.__class__
-    if value_class is str or value_class is int or value_class is float or value_class is bool or value is None:
+    if value_class in _SCALARS or value is None:
         return value
     fields = getattr(value_class, "__attrs_attrs__", None)
     if fields is not None:
         as_dict = {}
         for field in fields:
-            plain = _plain(getattr(value, field.name))
-            if plain is not None:
-                as_dict[field.name] = plain
+            item = getattr(value, field.name)
+            if item is not None and item.__class__ not in _SCALARS:
+                item = _plain(item)
+            if item is not None:
+                as_dict[field.name] = item
         return as_dict
     if isinstance(value, dict):
-        return {key: plain for key, item in value.items() if (plain := _plain(item)) is not None}
+        as_dict = {}
+        for key, item in value.items():
+            if item is not None and item.__class__ not in _SCALARS:
+                item = _plain(item)
+            if item is not None:
+                as_dict[key] = item
+        return as_dict
     if isinstance(value, (list, tuple, set, frozenset)):
-        items = (_plain(item) for item in value if item is not None)
-        return [item for item in items if item is not None and item != {}]
+        items = []
+        for item in value:
+            if item is not None and item.__class__ not in _SCALARS:
+                item = _plain(item)
+                if item == {}:
+                    continue
+            if item is not None:
+                items.append(item)
+        return items
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, datetime.date):

