@@ -305,7 +305,10 @@ def _lineage(rows: EventRows) -> LineageFold | None:
     edges = frozenset(
         (e.output, e.output_field, e.input, e.input_field, e.type, e.subtype, e.description, e.masking) for e in rows.column_edges
     )
-    return LineageFold((job.namespace, job.name), inputs, outputs, edges, rows.event_time)
+    schemas = frozenset(
+        ((d.namespace, d.name), tuple((f.name, f.type) for f in d.fields)) for d in rows.datasets if d.fields is not None
+    )
+    return LineageFold((job.namespace, job.name), inputs, outputs, edges, rows.event_time, schemas)
 
 
 def _run_lineage(batch: Sequence[EventRows]) -> dict[str, LineageFold]:

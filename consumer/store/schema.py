@@ -252,7 +252,7 @@ run_states = Table(
 )
 
 # What a job does, stored once per distinct content: the datasets one run of it (or one JobEvent)
-# read and wrote and its column-lineage edges, by natural key (consumer.store.rows.lineage_content),
+# read and wrote, their schemas, and its column-lineage edges, by natural key (consumer.store.rows.lineage_content),
 # under the hash of that content. Runs point to the version they ran; a scheduled job's runs all
 # point to one row. created_at: the earliest run that ran it.
 job_versions = Table(

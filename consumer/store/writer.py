@@ -458,11 +458,7 @@ class _BatchWriter:
             if known is not None:
                 known_lineage = lineage_from_content(batch_lineage.job, known[1], batch_lineage.time)
                 union = known_lineage.union(batch_lineage)
-                if (union.inputs, union.outputs, union.edges) == (
-                    known_lineage.inputs,
-                    known_lineage.outputs,
-                    known_lineage.edges,
-                ):
+                if union.key() == known_lineage.key():
                     continue  # nothing new: the run keeps its version
                 batch_lineage = union
             content = lineage_content(batch_lineage)

@@ -130,7 +130,12 @@ def _versions_from_stored_lineage(connection: Any) -> None:
             sa.text("SELECT d.id, n.name AS namespace, d.name FROM datasets d JOIN namespaces n ON n.id = d.namespace_id")
         )
     }
-    field_names = {row.id: row.name for row in connection.execute(sa.text("SELECT id, name FROM dataset_fields"))}
+    field_names: dict[int, str] = {}
+    schemas: dict[Any, list[tuple[str, Any]]] = defaultdict(list)  # a dataset's schema fields, in schema order
+    for row in connection.execute(sa.text("SELECT id, dataset_id, name, type, from_schema FROM dataset_fields ORDER BY id")):
+        field_names[row.id] = row.name
+        if row.from_schema:
+            schemas[names[row.dataset_id]].append((row.name, row.type))
     inputs: dict[int, set[Any]] = defaultdict(set)
     outputs: dict[int, set[Any]] = defaultdict(set)
     edges: dict[int, set[Any]] = defaultdict(set)
@@ -168,8 +173,14 @@ def _versions_from_stored_lineage(connection: Any) -> None:
     }
     for job_id in sorted(since):
         namespace, name, last_seen = jobs[job_id]
+        named = inputs[job_id] | outputs[job_id]
         lineage = LineageFold(
-            (namespace, name), frozenset(inputs[job_id]), frozenset(outputs[job_id]), frozenset(edges[job_id]), since[job_id]
+            (namespace, name),
+            frozenset(inputs[job_id]),
+            frozenset(outputs[job_id]),
+            frozenset(edges[job_id]),
+            since[job_id],
+            frozenset((dataset, tuple(schemas[dataset])) for dataset in named if schemas.get(dataset)),
         )
         content = lineage_content(lineage)
         version_id = connection.execute(
