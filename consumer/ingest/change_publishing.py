@@ -57,12 +57,10 @@ class ChangeSink(Protocol):
 
 
 def change_scope(batch: Folded) -> ChangeScope:
-    """The edges, column-lineage outputs and runs the batch's events may have changed."""
-    return ChangeScope(
-        frozenset((*job, direction, *dataset) for job, dataset, direction, *_ in batch.job_io),
-        frozenset(edge[0] for edge in batch.edges),
-        frozenset(batch.runs),
-    )
+    """What the batch's events may have changed: every table and column edge of its jobs (a job's
+    edges change when its current version does) and its runs."""
+    jobs = frozenset(batch.jobs) | frozenset(lineage.job for lineage in batch.lineage.values())
+    return ChangeScope(run_uuids=frozenset(batch.runs), jobs=jobs)
 
 
 def changed_messages(

@@ -20,7 +20,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from consumer import json_codec
 from consumer.ingest.materialize import EventRows, FieldRow
@@ -30,18 +30,19 @@ from consumer.store.rows import (
     JOB_VALUES,
     RUN_VALUES,
     DatasetKey,
-    EdgeFold,
     EntityFold,
     FieldFold,
     Folded,
-    JobIoFold,
     JobKey,
+    LineageFold,
     Merged,
     RawEvent,
     RawFold,
     RunFold,
     SnapshotFold,
     VersionFold,
+    lineage_content,
+    lineage_hash,
     next_state,
     version_content,
     version_content_hash,
@@ -70,8 +71,8 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
         runs=_runs(batch),
         run_states=_run_states(batch),
         versions=_versions(batch),
-        job_io=_job_io(batch),
-        edges=_edges(batch),
+        lineage=_run_lineage(batch),
+        declared=_declared_lineage(batch),
         snapshots=_snapshots(batch),
         partitions=_partitions(batch),
     )
@@ -294,56 +295,49 @@ def _fields_json(fields: Sequence[FieldRow]) -> bytes:
     )
 
 
-def _job_io(batch: Sequence[EventRows]) -> tuple[JobIoFold, ...]:
-    spans: dict[tuple[JobKey, DatasetKey, str], list[Any]] = {}
-    for rows in batch:
-        if not rows.job:
+def _lineage(rows: EventRows) -> LineageFold | None:
+    """What one event says its job read, wrote and derived; None when it names none of it."""
+    job = rows.job
+    if job is None or not (rows.datasets or rows.column_edges):
+        return None
+    inputs = frozenset((d.namespace, d.name) for d in rows.datasets if d.direction == "input")
+    outputs = frozenset((d.namespace, d.name) for d in rows.datasets if d.direction == "output")
+    edges = frozenset(
+        (e.output, e.output_field, e.input, e.input_field, e.type, e.subtype, e.description, e.masking) for e in rows.column_edges
+    )
+    schemas = frozenset(
+        ((d.namespace, d.name), tuple((f.name, f.type) for f in d.fields)) for d in rows.datasets if d.fields is not None
+    )
+    return LineageFold((job.namespace, job.name), inputs, outputs, edges, rows.event_time, schemas)
+
+
+def _run_lineage(batch: Sequence[EventRows]) -> dict[str, LineageFold]:
+    """Per run, the union of what its events of the batch say (the job is the run's first event's)."""
+    found: dict[str, LineageFold] = {}
+    for rows in sorted((rows for rows in batch if rows.run), key=lambda rows: rows.event_time):
+        lineage = _lineage(rows)
+        if lineage is None:
             continue
-        job = (rows.job.namespace, rows.job.name)
-        run = rows.run.uuid if rows.run else None
-        for dataset in rows.datasets:
-            key = (job, (dataset.namespace, dataset.name), dataset.direction or "input")
-            _span(spans, key, rows.event_time, run)
-    return tuple((*key, *spans[key]) for key in sorted(spans))
+        assert rows.run is not None  # noqa: S101 - filtered above (narrows the type)
+        known = found.get(rows.run.uuid)
+        found[rows.run.uuid] = lineage if known is None else known.union(lineage)
+    return {uuid: found[uuid] for uuid in sorted(found)}
 
 
-def _span(spans: dict[Any, list[Any]], key: Any, time: datetime, run: str | None) -> bool:
-    """Widen the span [first_seen, last_seen, last_run] of `key` by a sighting at `time`; whether
-    that sighting is the newest so far (on equal times the later one is)."""
-    current = spans.get(key)
-    if current is None:
-        spans[key] = [time, time, run]
-        return True
-    if time < current[0]:
-        current[0] = time
-    if time >= current[1]:
-        current[1], current[2] = time, run
-        return True
-    return False
-
-
-def _edges(batch: Sequence[EventRows]) -> tuple[EdgeFold, ...]:
-    spans: dict[tuple[Any, ...], list[Any]] = {}
-    newest: dict[tuple[Any, ...], tuple[str | None, bool, JobKey]] = {}
+def _declared_lineage(batch: Sequence[EventRows]) -> dict[JobKey, LineageFold]:
+    """Per job, what its newest JobEvent of the batch declared (equal times: the larger content)."""
+    found: dict[JobKey, LineageFold] = {}
     for rows in batch:
-        if not rows.job:
+        lineage = None if rows.run else _lineage(rows)
+        if lineage is None:
             continue
-        job = (rows.job.namespace, rows.job.name)
-        run = rows.run.uuid if rows.run else None
-        time = rows.event_time
-        for edge in rows.column_edges:
-            key = (edge.output, edge.output_field, edge.input, edge.input_field, edge.type, edge.subtype)
-            if _span(spans, key, time, run):
-                newest[key] = (edge.description, edge.masking, job)
-    return tuple(_edge_fold(key, newest[key], spans[key]) for key in sorted(spans, key=_edge_order))
-
-
-def _edge_fold(key: tuple[Any, ...], newest: tuple[str | None, bool, JobKey], span: list[Any]) -> EdgeFold:
-    return cast(EdgeFold, (*key, *newest, *span))
-
-
-def _edge_order(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    return (key[0], key[1] or "", key[2], key[3], key[4], key[5])
+        known = found.get(lineage.job)
+        if known is None or (lineage.time, lineage_hash(lineage_content(lineage))) > (
+            known.time,
+            lineage_hash(lineage_content(known)),
+        ):
+            found[lineage.job] = lineage
+    return found
 
 
 def _snapshots(batch: Sequence[EventRows]) -> tuple[SnapshotFold, ...]:

@@ -161,13 +161,92 @@ class RunFold(NamedTuple):
 
 # (dataset, name, type, description, tags, from_schema, created_at, updated_at)
 FieldFold = tuple[DatasetKey, str, "str | None", "str | None", Any, bool, datetime, datetime]
-# (output dataset, output field (None: a dataset-level input), input dataset, input field, type,
-#  subtype, description, masking, job, first_seen, last_seen, last run)
-EdgeFold = tuple[
-    DatasetKey, "str | None", DatasetKey, str, str, str, "str | None", bool, JobKey, datetime, datetime, "str | None"
-]
-# (job, dataset, direction, first_seen, last_seen, last run)
-JobIoFold = tuple[JobKey, DatasetKey, str, datetime, datetime, "str | None"]
+# A column-lineage edge of a job version: (output dataset, output field (None: a dataset-level
+# input), input dataset, input field, type, subtype, description, masking)
+LineageEdge = tuple[DatasetKey, "str | None", DatasetKey, str, str, str, "str | None", bool]
+
+
+# A dataset's schema in a job version: (dataset, ((field, type), ...) in schema order)
+LineageSchema = tuple[DatasetKey, tuple[tuple[str, "str | None"], ...]]
+
+
+class LineageFold(NamedTuple):
+    """What one run did (the union of its events) or one JobEvent declared: a job version's content."""
+
+    job: JobKey
+    inputs: frozenset[DatasetKey]
+    outputs: frozenset[DatasetKey]
+    edges: frozenset[LineageEdge]
+    time: datetime  # a JobEvent's time (the newest declaration wins); a run's earliest event in the batch
+    schemas: frozenset[LineageSchema] = frozenset()  # of its inputs and outputs, as its events sent them
+
+    def union(self, other: LineageFold) -> LineageFold:
+        return LineageFold(
+            self.job,
+            self.inputs | other.inputs,
+            self.outputs | other.outputs,
+            self.edges | other.edges,
+            min(self.time, other.time),
+            self.schemas | other.schemas,
+        )
+
+    def key(self) -> tuple[frozenset[Any], ...]:
+        """What makes its content (lineage_content), without the time."""
+        return (self.inputs, self.outputs, self.edges, frozenset(_one_schema_each(self.schemas).items()))
+
+
+def _one_schema_each(schemas: frozenset[LineageSchema]) -> dict[DatasetKey, tuple[tuple[str, str | None], ...]]:
+    """One schema per dataset: where a run's events sent it two ways, the larger (any fixed choice
+    keeps a version a function of the set of events)."""
+    chosen: dict[DatasetKey, tuple[tuple[str, str | None], ...]] = {}
+    for dataset, fields in schemas:
+        if dataset not in chosen or _schema_order(fields) > _schema_order(chosen[dataset]):
+            chosen[dataset] = fields
+    return chosen
+
+
+def _schema_order(fields: tuple[tuple[str, str | None], ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((name, kind or "") for name, kind in fields)
+
+
+def lineage_content(lineage: LineageFold) -> dict[str, Any]:
+    """A version's content as stored (JSON): its inputs, outputs, their schemas and its edges, each sorted."""
+    return {
+        "inputs": sorted([list(key) for key in lineage.inputs]),
+        "outputs": sorted([list(key) for key in lineage.outputs]),
+        "schemas": sorted(
+            [*dataset, [list(field) for field in fields]] for dataset, fields in _one_schema_each(lineage.schemas).items()
+        ),
+        "edges": sorted(
+            (
+                [*out, out_field, *source, in_field, kind, subtype, description, masking]
+                for out, out_field, source, in_field, kind, subtype, description, masking in lineage.edges
+            ),
+            key=_edge_order,
+        ),
+    }
+
+
+def _edge_order(edge: list[Any]) -> tuple[Any, ...]:
+    return tuple("" if value is None else value for value in edge)
+
+
+def lineage_from_content(job: JobKey, content: Mapping[str, Any], time: datetime) -> LineageFold:
+    return LineageFold(
+        job,
+        frozenset((ns, name) for ns, name in content["inputs"]),
+        frozenset((ns, name) for ns, name in content["outputs"]),
+        frozenset(((e[0], e[1]), e[2], (e[3], e[4]), e[5], e[6], e[7], e[8], bool(e[9])) for e in content["edges"]),
+        time,
+        frozenset(((ns, name), tuple((f[0], f[1]) for f in fields)) for ns, name, fields in content.get("schemas", ())),
+    )
+
+
+def lineage_hash(content: Mapping[str, Any]) -> str:
+    """The hash a version is stored under: of its content alone (no run id, time or snapshot)."""
+    return hashlib.sha256(json_codec.dumps_bytes(content)).hexdigest()
+
+
 # (dataset, version, run (of the earliest event, when it wrote the dataset), content hash, fields (JSON),
 #  facets of its content, facets of the version itself (PER_VERSION_FACETS), created_at)
 VersionFold = tuple[DatasetKey, str, "str | None", str, "bytes | None", Facets, Facets, datetime]
@@ -196,8 +275,8 @@ class Folded(NamedTuple):
     runs: dict[str, RunFold]
     run_states: tuple[RunStateFold, ...]
     versions: tuple[VersionFold, ...]
-    job_io: tuple[JobIoFold, ...]
-    edges: tuple[EdgeFold, ...]
+    lineage: dict[str, LineageFold]  # by run: what the batch's events of each run read, wrote and derived
+    declared: dict[JobKey, LineageFold]  # by job: what its newest JobEvent of the batch declared
     snapshots: tuple[SnapshotFold, ...]
     partitions: dict[tuple[str, int | None, DatasetKey, str], frozenset[str]]
 

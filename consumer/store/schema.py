@@ -104,8 +104,13 @@ jobs = Table(
     Column("description", Text),
     Column("location", Text),
     Column("facets", Json, nullable=False),
-    # Hash of the job's sorted inputs and outputs (never the run id).
+    # Hash of the job's sorted inputs and outputs (never the run id): Marquez's job version.
     Column("current_version", String(64)),
+    # The lineage version the walks answer on (job_versions): its latest finished run's, else its
+    # latest run's, else what its newest JobEvent declared (declared_version_id, at declared_at).
+    Column("current_version_id", Id, ForeignKey("job_versions.id", use_alter=True, name="fk_jobs_current_version")),
+    Column("declared_version_id", Id, ForeignKey("job_versions.id", use_alter=True, name="fk_jobs_declared_version")),
+    Column("declared_at", Time),
     # Event time each merged value and facet key came from: merging stays order-independent.
     Column("merged_at", Json),
     Column("latest_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL", use_alter=True, name="fk_jobs_latest_run")),
@@ -156,7 +161,6 @@ dataset_fields = Table(
     # False when the field only came from a column-lineage edge (no schema was sent).
     Column("from_schema", Boolean, nullable=False, server_default=text("false")),
     Column("created_at", Time, nullable=False),
-    Column("updated_at", Time, nullable=False),
     UniqueConstraint("dataset_id", "name", name="uq_dataset_fields_dataset_name"),
 )
 
@@ -216,6 +220,8 @@ runs = Table(
     # NEW / RUNNING / COMPLETED / FAILED / ABORTED (Marquez's run states); terminal states win.
     Column("state", String(16), nullable=False),
     Column("job_version", String(64)),
+    # The lineage version this run ran: the union of what its events read, wrote and derived.
+    Column("job_version_id", Id, ForeignKey("job_versions.id")),
     Column("nominal_start_time", Time),
     Column("nominal_end_time", Time),
     Column("started_at", Time),
@@ -229,6 +235,7 @@ runs = Table(
     Column("updated_at", Time, nullable=False),
     Index("ix_runs_job_created", "job_id", "created_at"),
     Index("ix_runs_parent", "parent_run_uuid"),
+    Index("ix_runs_job_version", "job_version_id", "created_at"),
     UniqueConstraint("job_id", "run_seq", name="uq_runs_job_seq"),
 )
 
@@ -244,7 +251,24 @@ run_states = Table(
     UniqueConstraint("run_id", "event_type", "transitioned_at", name="uq_run_states"),
 )
 
-# Table lineage: which job read (direction 'input') or wrote ('output') which dataset.
+# What a job does, stored once per distinct content: the datasets one run of it (or one JobEvent)
+# read and wrote, their schemas, and its column-lineage edges, by natural key (consumer.store.rows.lineage_content),
+# under the hash of that content. Runs point to the version they ran; a scheduled job's runs all
+# point to one row. created_at: the earliest run that ran it.
+job_versions = Table(
+    "job_versions",
+    metadata,
+    _id(),
+    Column("job_id", Id, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("lineage_hash", String(64), nullable=False),
+    Column("content", Json, nullable=False),
+    Column("created_at", Time, nullable=False),
+    UniqueConstraint("job_id", "lineage_hash", name="uq_job_versions_job_hash"),
+)
+
+# Table lineage now: which job reads (direction 'input') or writes ('output') which dataset in its
+# current version (jobs.current_version_id), rewritten only when that version changes.
+# first_seen: when the current version was first run.
 job_io = Table(
     "job_io",
     metadata,
@@ -253,19 +277,17 @@ job_io = Table(
     Column("dataset_id", Id, ForeignKey("datasets.id", ondelete="CASCADE"), nullable=False),
     Column("direction", String(6), nullable=False),
     Column("first_seen", Time, nullable=False),
-    Column("last_seen", Time, nullable=False),
-    Column("last_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL")),
     UniqueConstraint("job_id", "dataset_id", "direction", name="uq_job_io"),
     Index("ix_job_io_dataset", "dataset_id", "direction"),
 )
 
-# Column lineage: output field <- input field. Rows with a NULL output_field_id are the
+# Column lineage now: output field <- input field, per job, as each job's current version derives
+# it (rewritten only when that version changes). Rows with a NULL output_field_id are the
 # dataset-level INDIRECT inputs (JOIN, FILTER, GROUP_BY, SORT ...) of output_dataset_id.
-# The store's largest table, written in bulk, has no foreign-key constraints: on PostgreSQL
-# their checks (six row lookups and key-share locks per row written) cost more than the rest
-# of the table's writes. The writer resolves every id in the transaction that writes the row,
-# nothing deletes what they point to (datasets and jobs are retired, not deleted; replay empties
-# every table), and `info["references"]` names the table each id points to.
+# No foreign-key constraints: on PostgreSQL their checks (key-share locks per row written) cost
+# more than the rest of the table's writes. The writer resolves every id in the transaction that
+# writes the row, nothing deletes what they point to (datasets and jobs are retired, not deleted;
+# replay empties every table), and `info["references"]` names the table each id points to.
 column_lineage = Table(
     "column_lineage",
     metadata,
@@ -279,11 +301,9 @@ column_lineage = Table(
     Column("transformation_description", Text),
     Column("masking", Boolean, nullable=False, server_default=text("false")),
     Column("job_id", Id, nullable=False, info={"references": "jobs"}),
-    Column("last_run_id", Id, info={"references": "runs"}),
-    Column("first_seen", Time, nullable=False),
-    Column("last_seen", Time, nullable=False),
     Index(
         "uq_column_lineage_field",
+        "job_id",
         "output_field_id",
         "input_field_id",
         "transformation_type",
@@ -294,6 +314,7 @@ column_lineage = Table(
     ),
     Index(
         "uq_column_lineage_dataset",
+        "job_id",
         "output_dataset_id",
         "input_field_id",
         "transformation_type",
@@ -302,9 +323,9 @@ column_lineage = Table(
         sqlite_where=text("output_field_id IS NULL"),
         postgresql_where=text("output_field_id IS NULL"),
     ),
+    Index("ix_column_lineage_output_field", "output_field_id"),
     Index("ix_column_lineage_input_field", "input_field_id"),
     Index("ix_column_lineage_output_dataset", "output_dataset_id"),
-    Index("ix_column_lineage_job", "job_id"),
 )
 
 # Data lineage: the snapshot of each dataset a run (or one micro-batch of it) consumed or

@@ -24,6 +24,7 @@ from consumer.store.schema import (
     dataset_versions,
     datasets,
     job_io,
+    job_versions,
     jobs,
     lineage_events,
     namespaces,
@@ -46,6 +47,7 @@ DERIVED_TABLES = (
     dataset_version_contents,
     dataset_fields,
     runs,
+    job_versions,
     jobs,
     datasets,
     namespaces,
@@ -203,7 +205,9 @@ class Store:
         go with it are returned, for `restore_tags` once the rows exist again."""
         with self.writing() as connection:
             saved = tags.saved_assignments(connection)
-            connection.execute(update(jobs).values(latest_run_id=None, parent_job_id=None))
+            connection.execute(
+                update(jobs).values(latest_run_id=None, parent_job_id=None, current_version_id=None, declared_version_id=None)
+            )
             for table in DERIVED_TABLES:
                 connection.execute(delete(table))
         return saved
@@ -218,11 +222,13 @@ class Store:
             write_batch(connection, batch, store_raw=False)
 
     def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
-        """Forget which datasets the job read and wrote (and its column lineage); rows removed."""
+        """Forget which datasets the job reads and writes now (and its column lineage) until its next
+        event; rows removed. Its versions stay stored."""
         with self.writing() as connection:
             job_id_list = self._job_ids(connection, job_name, namespace)
             removed = connection.execute(delete(job_io).where(job_io.c.job_id.in_(job_id_list))).rowcount
             removed += connection.execute(delete(column_lineage).where(column_lineage.c.job_id.in_(job_id_list))).rowcount
+            connection.execute(update(jobs).where(jobs.c.id.in_(job_id_list)).values(current_version_id=None))
             return removed
 
     def delete_data_lineage(self, job_name: str, namespace: str | None = None) -> int:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence, Set
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Table, and_, bindparam, case, func, or_, select, text, update
+from sqlalchemy import Connection, Table, and_, bindparam, case, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer import json_codec
@@ -36,10 +36,15 @@ from consumer.store.rows import (
     TERMINAL_STATES,
     DatasetKey,
     Folded,
+    JobKey,
+    LineageFold,
     Merged,
     RawEvent,
     RunFold,
     keeps_stored_facets,
+    lineage_content,
+    lineage_from_content,
+    lineage_hash,
     next_state,
     stamp,
 )
@@ -50,6 +55,7 @@ from consumer.store.schema import (
     dataset_versions,
     datasets,
     job_io,
+    job_versions,
     jobs,
     lineage_events,
     namespaces,
@@ -63,6 +69,8 @@ CHUNK = 500
 BATCH_WORK_MEM = "64MB"
 # Below any number _number_runs uses while it renumbers (it passes through -1, -2, ...).
 _PROVISIONAL_SEQ = -1_000_000_000
+# A field's clock in its dataset's `merged_at` (see _BatchWriter.datasets).
+FIELD = "fields."
 
 
 def write_batch(
@@ -158,10 +166,10 @@ class _BatchWriter:
     # derived stores ---------------------------------------------------------------------
     def derived(self, folded: Folded, *, store_raw: bool) -> None:
         namespace_ids = self.namespaces(folded)
-        dataset_ids = self.datasets(folded, namespace_ids)
-        field_ids = self.fields(folded, dataset_ids)
-        job_ids = self.jobs(folded, namespace_ids)
-        run_ids, run_seqs = self.runs(folded, job_ids)
+        dataset_ids, field_clocks = self.datasets(folded, namespace_ids)
+        field_ids = self.fields(folded, dataset_ids, field_clocks)
+        job_ids, retired_jobs = self.jobs(folded, namespace_ids)
+        run_ids, run_seqs, run_jobs = self.runs(folded, job_ids)
         content_ids = self.version_contents(folded)
         # Nothing in this block reads back: each statement runs while the next one's rows are built.
         with overlapped(self.connection):
@@ -169,11 +177,12 @@ class _BatchWriter:
                 self.raw_events(folded)
             self.run_states(folded, run_ids)
             self.dataset_versions(folded, dataset_ids, run_ids, content_ids)
-            self.job_io(folded, job_ids, dataset_ids, run_ids)
-            self.column_lineage(folded, job_ids, dataset_ids, field_ids, run_ids)
             snapshot_keys = self.snapshots(folded, job_ids, dataset_ids, run_ids, run_seqs)
         self.partitions(folded, snapshot_keys)
-        self.latest_runs(set(job_ids.values()))
+        touched_jobs = set(job_ids.values()) | set(run_jobs)
+        self.declared_versions(folded, job_ids)
+        self.latest_runs(touched_jobs)
+        self.current_lineage(touched_jobs, retired_jobs, dataset_ids, field_ids)
 
     def _earliest_latest(self, table: Table, first: str, last: str) -> dict[str, Any]:
         statement = self.insert(table)
@@ -250,17 +259,35 @@ class _BatchWriter:
         keys = [tuple(v[name] for name in key_names) if len(key_names) > 1 else v[key_names[0]] for v in values]
         return self._select_ids(table, key_columns, keys)
 
-    def datasets(self, folded: Folded, namespace_ids: dict[str, int]) -> dict[DatasetKey, int]:
+    def datasets(
+        self, folded: Folded, namespace_ids: dict[str, int]
+    ) -> tuple[dict[DatasetKey, int], dict[DatasetKey, dict[str, str]]]:
+        """The batch's datasets' ids, and the field clocks each had before the batch: per field the
+        time of the newest schema that carried it (`merged_at["fields.<name>"]`, a stamp), which
+        decides whether the batch's schema replaces a field's type and description. The clocks
+        live on the dataset row, which every event of a dataset rewrites anyway, so a repeated
+        schema writes no field row."""
         existing = self._stored_for_merge(
             datasets,
             [datasets.c.namespace_id, datasets.c.name],
             {(namespace_ids[namespace], name): fold.merged for (namespace, name), fold in folded.datasets.items()},
         )
+        batch_clocks: dict[DatasetKey, dict[str, str]] = defaultdict(dict)
+        for dataset, name, _, _, _, from_schema, _, updated_at in folded.fields:
+            if from_schema:
+                batch_clocks[dataset][f"{FIELD}{name}"] = stamp(updated_at)
+        stored_clocks: dict[DatasetKey, dict[str, str]] = {}
         values = []
         for (namespace, name), fold in folded.datasets.items():
             key = (namespace_ids[namespace], name)
             current = existing.get(key)
             merged = _merged_with_stored(current, DATASET_VALUES, fold.merged)
+            stored_clocks[(namespace, name)] = {
+                k[len(FIELD) :]: at for k, at in ((current or {}).get("merged_at") or {}).items() if k.startswith(FIELD)
+            }
+            times = dict(merged.times)
+            for clock, at in batch_clocks.get((namespace, name), {}).items():
+                times[clock] = max(at, times.get(clock, ""))
             updated = merged.newest()
             if updated is None:  # known only from column-lineage edges
                 updated = max([fold.last_named, *([current["updated_at"]] if current else [])])
@@ -275,54 +302,69 @@ class _BatchWriter:
                     "is_deleted": False,
                     **row,
                     "facets": json_codec.object_of(merged.facets),
-                    "merged_at": merged.times,
+                    "merged_at": times,
                     "created_at": min([fold.first_named, *([current["created_at"]] if current else [])]),
                     "updated_at": updated,
                 }
             )
         ids = self._upsert(datasets, ["namespace_id", "name"], values)
-        return {(namespace, name): ids[(namespace_ids[namespace], name)] for namespace, name in folded.datasets}
+        return {(namespace, name): ids[(namespace_ids[namespace], name)] for namespace, name in folded.datasets}, stored_clocks
 
-    def fields(self, folded: Folded, dataset_ids: dict[DatasetKey, int]) -> dict[tuple[int, str], int]:
-        """The batch's fields merged into the stored ones by the upsert itself: the incoming
-        schema's type/description/tags when it is newer, or when the stored row came from edges
-        alone; tags the schema leaves out keep those set through the API."""
-        if folded.fields:
-            statement = self.insert(dataset_fields)
-            excluded = statement.excluded
-            stored = dataset_fields.c
-            # The incoming schema is newer, or the stored row came from edges alone.
-            take = or_(
-                and_(excluded.from_schema, or_(~stored.from_schema, excluded.updated_at >= stored.updated_at)),
-                and_(~excluded.from_schema, ~stored.from_schema, excluded.updated_at >= stored.updated_at),
+    def fields(
+        self, folded: Folded, dataset_ids: dict[DatasetKey, int], clocks: dict[DatasetKey, dict[str, str]]
+    ) -> dict[tuple[int, str], int]:
+        """The batch's fields merged into the stored ones: a schema's type/description/tags when it is
+        at least as new as the field's clock, or when the stored row came from edges alone; tags
+        the schema leaves out keep those set through the API; created_at the earliest. Only rows
+        that change are written. The ids of every field of the batch's datasets."""
+        stored = self._stored_fields(sorted({dataset_ids[field[0]] for field in folded.fields}))
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        for dataset, name, type_, description, tags, from_schema, created_at, updated_at in folded.fields:
+            dataset_id = dataset_ids[dataset]
+            current = stored.get((dataset_id, name))
+            if current is None:
+                row = {"dataset_id": dataset_id, "name": name, "type": type_, "description": description}
+                inserts.append({**row, "tags": tags, "from_schema": from_schema, "created_at": created_at})
+                continue
+            merged = dict(current)
+            merged["created_at"] = min(current["created_at"], created_at)
+            clock = clocks.get(dataset, {}).get(name)
+            if from_schema and (not current["from_schema"] or clock is None or stamp(updated_at) >= clock):
+                merged.update(type=type_, description=description, from_schema=True)
+                if tags is not None:
+                    merged["tags"] = tags
+            if merged != current:
+                updates.append({"field_id": current["id"], **{k: v for k, v in merged.items() if k != "id"}})
+        if inserts:
+            statement = self.insert(dataset_fields).on_conflict_do_nothing(index_elements=["dataset_id", "name"])
+            # By dataset, each one's in the fold's order (a new dataset's field ids follow its schema).
+            self.many(statement, sorted(inserts, key=lambda row: row["dataset_id"]))
+        if updates:
+            columns = ("type", "description", "tags", "from_schema", "created_at")
+            statement = (
+                update(dataset_fields)
+                .where(dataset_fields.c.id == bindparam("field_id"))
+                .values({column: bindparam(column) for column in columns})
             )
-            statement = statement.on_conflict_do_update(
-                index_elements=["dataset_id", "name"],
-                set_={
-                    "type": case((take, excluded.type), else_=stored.type),
-                    "description": case((take, excluded.description), else_=stored.description),
-                    "tags": case((and_(take, excluded.tags.is_not(None)), excluded.tags), else_=stored.tags),
-                    "from_schema": or_(stored.from_schema, excluded.from_schema),
-                    "updated_at": case((take, excluded.updated_at), else_=stored.updated_at),
-                    "created_at": case((excluded.created_at < stored.created_at, excluded.created_at), else_=stored.created_at),
-                },
+            self.many(
+                statement,
+                [{key: row[key] for key in ("field_id", *columns)} for row in sorted(updates, key=lambda r: r["field_id"])],
             )
-            rows = [
-                {
-                    "dataset_id": dataset_ids[dataset],
-                    "name": name,
-                    "type": type_,
-                    "description": description,
-                    "tags": tags,
-                    "from_schema": from_schema,
-                    "created_at": created_at,
-                    "updated_at": updated_at,
-                }
-                for dataset, name, type_, description, tags, from_schema, created_at, updated_at in folded.fields
-            ]
-            # By dataset (each one's rows are guarded by its advisory lock, so their order within it is free).
-            self.many(statement, sorted(rows, key=lambda row: row["dataset_id"]))
+        if not inserts:
+            return {key: row["id"] for key, row in stored.items()}
         return self._field_ids(sorted({dataset_ids[field[0]] for field in folded.fields}))
+
+    def _stored_fields(self, dataset_id_list: list[int]) -> dict[tuple[int, str], dict[str, Any]]:
+        c = dataset_fields.c
+        columns = (c.id, c.dataset_id, c.name, c.type, c.description, c.tags, c.from_schema, c.created_at)
+        found: dict[tuple[int, str], dict[str, Any]] = {}
+        for chunk in _chunks(dataset_id_list):
+            for row in self.connection.execute(select(*columns).where(c.dataset_id.in_(chunk))).mappings():
+                found[(row["dataset_id"], row["name"])] = {
+                    key: row[key] for key in ("id", "type", "description", "tags", "from_schema", "created_at")
+                }
+        return found
 
     def _field_ids(self, dataset_id_list: list[int]) -> dict[tuple[int, str], int]:
         columns = (dataset_fields.c.dataset_id, dataset_fields.c.name, dataset_fields.c.id)
@@ -334,9 +376,11 @@ class _BatchWriter:
                 found[(dataset_id, name)] = field_id
         return found
 
-    def jobs(self, folded: Folded, namespace_ids: dict[str, int]) -> dict[tuple[str, str], int]:
+    def jobs(self, folded: Folded, namespace_ids: dict[str, int]) -> tuple[dict[tuple[str, str], int], set[int]]:
+        """The batch's jobs' ids, and those of the ones whose lineage had been retired (seen again
+        now: their current lineage is written again)."""
         if not folded.jobs:
-            return {}
+            return {}, set()
         existing = self._stored_for_merge(
             jobs,
             [jobs.c.namespace_id, jobs.c.name],
@@ -362,25 +406,161 @@ class _BatchWriter:
                 }
             )
         ids = self._upsert(jobs, ["namespace_id", "name"], values)
-        return {(namespace, name): ids[(namespace_ids[namespace], name)] for namespace, name in folded.jobs}
+        retired = {row["id"] for row in existing.values() if row["lineage_retired_at"] is not None}
+        return {(namespace, name): ids[(namespace_ids[namespace], name)] for namespace, name in folded.jobs}, retired
 
-    def runs(self, folded: Folded, job_ids: dict[tuple[str, str], int]) -> tuple[dict[str, int], dict[str, int]]:
+    def runs(self, folded: Folded, job_ids: dict[tuple[str, str], int]) -> tuple[dict[str, int], dict[str, int], set[int]]:
+        """Upsert the batch's runs, each pointing to the job version it ran; their ids, numbers, and
+        the ids of their jobs."""
         if not folded.runs:
-            return {}, {}
+            return {}, {}, set()
         existing = self._stored_for_merge(runs, [runs.c.uuid], {uuid: fold.merged for uuid, fold in folded.runs.items()})
+        run_job_ids = {
+            uuid: existing[uuid]["job_id"] if uuid in existing else job_ids[fold.job] for uuid, fold in folded.runs.items()
+        }
+        stored_versions = {uuid: row["job_version_id"] for uuid, row in existing.items()}
+        version_ids = self._run_versions(folded.lineage, run_job_ids, stored_versions)
         values: list[dict[str, Any]] = []
         for run_uuid, fold in folded.runs.items():
             current = existing.get(run_uuid)
-            job_id = current["job_id"] if current else job_ids[fold.job]
             # A new run takes a free, provisional number; _number_runs puts every run in its place.
             run_seq = current["run_seq"] if current else _PROVISIONAL_SEQ - len(values)
-            values.append({"uuid": run_uuid, "job_id": job_id, "run_seq": run_seq, **_run_values(current, fold)})
+            values.append(
+                {
+                    "uuid": run_uuid,
+                    "job_id": run_job_ids[run_uuid],
+                    "run_seq": run_seq,
+                    "job_version_id": version_ids.get(run_uuid, stored_versions.get(run_uuid)),
+                    **_run_values(current, fold),
+                }
+            )
+        placed = self._appended_numbers(values, existing)
         self._upsert(runs, ["uuid"], values)
-        self._number_runs(values, existing)
+        self._number_runs([value for value in values if value["uuid"] not in placed], existing)
+        touched_versions = {v for v in (*version_ids.values(), *stored_versions.values()) if v is not None}
+        self._version_times(sorted(touched_versions))
         numbered = self.connection.execute(
             select(runs.c.uuid, runs.c.id, runs.c.run_seq).where(runs.c.uuid.in_(sorted(folded.runs)))
         ).all()
-        return {row.uuid: row.id for row in numbered}, {row.uuid: row.run_seq for row in numbered}
+        run_ids = {row.uuid: row.id for row in numbered}
+        return run_ids, {row.uuid: row.run_seq for row in numbered}, set(run_job_ids.values())
+
+    # job versions ------------------------------------------------------------------------
+    def _run_versions(
+        self, lineage: Mapping[str, LineageFold], run_job_ids: Mapping[str, int], stored: Mapping[str, int | None]
+    ) -> dict[str, int]:
+        """The version each run of the batch with lineage ran: the union of what its stored version
+        and the batch's events say (a version known already costs one keyed lookup)."""
+        stored_ids = {uuid: version for uuid in lineage if (version := stored.get(uuid)) is not None}
+        stored_content = self._version_contents(sorted(set(stored_ids.values())))
+        wanted: dict[str, tuple[int, str, dict[str, Any], datetime]] = {}
+        for uuid, batch_lineage in lineage.items():
+            known = stored_content.get(stored_ids[uuid]) if uuid in stored_ids else None
+            if known is not None:
+                known_lineage = lineage_from_content(batch_lineage.job, known[1], batch_lineage.time)
+                union = known_lineage.union(batch_lineage)
+                if union.key() == known_lineage.key():
+                    continue  # nothing new: the run keeps its version
+                batch_lineage = union
+            content = lineage_content(batch_lineage)
+            wanted[uuid] = (run_job_ids[uuid], lineage_hash(content), content, batch_lineage.time)
+        ids = self._version_ids(
+            {(job_id, content_hash): (content, time) for job_id, content_hash, content, time in wanted.values()}
+        )
+        return {uuid: ids[(job_id, content_hash)] for uuid, (job_id, content_hash, _, _) in wanted.items()}
+
+    def _version_contents(self, version_ids: Sequence[int]) -> dict[int, tuple[str, dict[str, Any]]]:
+        found: dict[int, tuple[str, dict[str, Any]]] = {}
+        for chunk in _chunks(version_ids):
+            for row in self.connection.execute(
+                select(job_versions.c.id, job_versions.c.lineage_hash, job_versions.c.content).where(job_versions.c.id.in_(chunk))
+            ):
+                found[row.id] = (row.lineage_hash, row.content)
+        return found
+
+    def _version_ids(self, wanted: Mapping[tuple[int, str], tuple[dict[str, Any], datetime]]) -> dict[tuple[int, str], int]:
+        """The ids of job versions by (job id, hash), inserting those not stored yet (only those)."""
+        key = [job_versions.c.job_id, job_versions.c.lineage_hash]
+        ids = self._select_ids(job_versions, key, sorted(wanted))
+        missing = sorted(set(wanted) - set(ids))
+        if missing:
+            statement = self.insert(job_versions).on_conflict_do_nothing(index_elements=["job_id", "lineage_hash"])
+            rows = [
+                {
+                    "job_id": job_id,
+                    "lineage_hash": content_hash,
+                    "content": wanted[(job_id, content_hash)][0],
+                    "created_at": wanted[(job_id, content_hash)][1],
+                }
+                for job_id, content_hash in missing
+            ]
+            self.many(statement, rows)
+            ids.update(self._select_ids(job_versions, key, missing))
+        return ids
+
+    def _version_times(self, version_ids: Sequence[int]) -> None:
+        """A version's created_at is the earliest run that ran it (written only where that changed)."""
+        if not version_ids:
+            return
+        earliest = select(func.min(runs.c.created_at)).where(runs.c.job_version_id == job_versions.c.id).scalar_subquery()
+        for chunk in _chunks(version_ids):
+            self.connection.execute(
+                update(job_versions)
+                .where(job_versions.c.id.in_(chunk), earliest.is_not(None), job_versions.c.created_at != earliest)
+                .values(created_at=earliest)
+            )
+
+    def declared_versions(self, folded: Folded, job_ids: Mapping[JobKey, int]) -> None:
+        """A JobEvent's lineage becomes its job's declared version when it is the newest declaration."""
+        if not folded.declared:
+            return
+        stored = dict(
+            self.connection.execute(
+                select(jobs.c.id, jobs.c.declared_at).where(jobs.c.id.in_(sorted(job_ids[job] for job in folded.declared)))
+            ).all()
+        )
+        newer: dict[int, tuple[str, dict[str, Any], datetime]] = {}
+        for job, lineage in folded.declared.items():
+            job_id = job_ids[job]
+            if stored.get(job_id) is None or lineage.time >= stored[job_id]:
+                content = lineage_content(lineage)
+                newer[job_id] = (lineage_hash(content), content, lineage.time)
+        ids = self._version_ids({(job_id, h): (content, time) for job_id, (h, content, time) in newer.items()})
+        self.many(
+            update(jobs)
+            .where(jobs.c.id == bindparam("job"))
+            .values(declared_version_id=bindparam("version"), declared_at=bindparam("at")),
+            [{"job": job_id, "version": ids[(job_id, h)], "at": time} for job_id, (h, _, time) in sorted(newer.items())],
+        )
+
+    def _appended_numbers(self, values: list[dict[str, Any]], stored: Mapping[str, Mapping[str, Any]]) -> set[str]:
+        """Number the new runs that come after all of their job's stored runs (a scheduled job's
+        usual case) before they are written, so they are written once: their `run_seq` set in
+        `values`; the uuids numbered. Jobs with a stored run of the batch are left to _number_runs."""
+        new_by_job: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        with_stored = {value["job_id"] for value in values if value["uuid"] in stored}
+        for value in values:
+            if value["uuid"] not in stored and value["job_id"] not in with_stored:
+                new_by_job[value["job_id"]].append(value)
+        if not new_by_job:
+            return set()
+        others: dict[int, tuple[datetime, int]] = {}
+        for chunk in _chunks(sorted(new_by_job)):
+            for row in self.connection.execute(
+                select(runs.c.job_id, func.max(runs.c.created_at), func.count())
+                .where(runs.c.job_id.in_(chunk))
+                .group_by(runs.c.job_id)
+            ):
+                others[row[0]] = (row[1], row[2])
+        placed: set[str] = set()
+        for job_id, new in new_by_job.items():
+            latest, count = others.get(job_id, (None, 0))
+            new.sort(key=lambda value: (value["created_at"], value["uuid"]))
+            if latest is None or new[0]["created_at"] > latest:
+                for rank, value in enumerate(new, 1):
+                    value["run_seq"] = count + rank
+                    placed.add(value["uuid"])
+        return placed
 
     def _number_runs(self, values: list[dict[str, Any]], stored: dict[str, dict[str, Any]]) -> None:
         """Number each touched job's runs 1, 2, ... by (first event time, run id). Usually the
@@ -526,100 +706,6 @@ class _BatchWriter:
             )
             self.many(statement, sorted(values, key=lambda row: (row["dataset_id"], row["version"])))
 
-    def job_io(
-        self,
-        folded: Folded,
-        job_ids: dict[tuple[str, str], int],
-        dataset_ids: dict[DatasetKey, int],
-        run_ids: dict[str, int],
-    ) -> None:
-        values = [
-            {
-                "job_id": job_ids[job],
-                "dataset_id": dataset_ids[dataset],
-                "direction": direction,
-                "first_seen": first_seen,
-                "last_seen": last_seen,
-                "last_run_id": None if last_run is None else run_ids.get(last_run),
-            }
-            for job, dataset, direction, first_seen, last_seen, last_run in folded.job_io
-        ]
-        values.sort(key=lambda row: (row["job_id"], row["dataset_id"], row["direction"]))
-        self._upsert_spans(job_io, ["job_id", "dataset_id", "direction"], values)
-
-    def _upsert_spans(
-        self,
-        table: Table,
-        key_names: list[str],
-        values: list[dict[str, Any]],
-        *,
-        index_where: Any = None,
-        newest_columns: Sequence[str] = (),
-    ) -> None:
-        """Upsert edge rows keeping the earliest first_seen and the latest last_seen, and taking
-        last_run_id (and `newest_columns`) from whichever side was seen last."""
-        if not values:
-            return
-        statement = self.insert(table)
-        excluded = statement.excluded
-        newer = excluded.last_seen >= table.c.last_seen
-        set_ = {
-            "first_seen": case((excluded.first_seen < table.c.first_seen, excluded.first_seen), else_=table.c.first_seen),
-            "last_seen": case((newer, excluded.last_seen), else_=table.c.last_seen),
-            "last_run_id": case((newer, excluded.last_run_id), else_=table.c.last_run_id),
-        }
-        for column in newest_columns:
-            set_[column] = case((newer, excluded[column]), else_=table.c[column])
-        statement = statement.on_conflict_do_update(index_elements=key_names, index_where=index_where, set_=set_)
-        self.many(statement, values)
-
-    def column_lineage(
-        self,
-        folded: Folded,
-        job_ids: dict[tuple[str, str], int],
-        dataset_ids: dict[DatasetKey, int],
-        field_ids: dict[tuple[int, str], int],
-        run_ids: dict[str, int],
-    ) -> None:
-        per_field: dict[tuple[Any, ...], dict[str, Any]] = {}
-        per_dataset: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for output, out_field, source, in_field, kind, subtype, description, masking, job, first, last, run in folded.edges:
-            output_id = dataset_ids[output]
-            input_id = dataset_ids[source]
-            input_field_id = field_ids[(input_id, in_field)]
-            output_field_id = None if out_field is None else field_ids[(output_id, out_field)]
-            spans = per_dataset if output_field_id is None else per_field
-            key = (output_id if output_field_id is None else output_field_id, input_field_id, kind, subtype)
-            spans[key] = {
-                "output_dataset_id": output_id,
-                "output_field_id": output_field_id,
-                "input_dataset_id": input_id,
-                "input_field_id": input_field_id,
-                "transformation_type": kind,
-                "transformation_subtype": subtype,
-                "transformation_description": description,
-                "masking": masking,
-                "job_id": job_ids[job],
-                "first_seen": first,
-                "last_seen": last,
-                "last_run_id": None if run is None else run_ids.get(run),
-            }
-        newest = ("transformation_description", "masking", "job_id")
-        self._upsert_spans(
-            column_lineage,
-            ["output_field_id", "input_field_id", "transformation_type", "transformation_subtype"],
-            [per_field[key] for key in sorted(per_field)],
-            index_where=column_lineage.c.output_field_id.isnot(None),
-            newest_columns=newest,
-        )
-        self._upsert_spans(
-            column_lineage,
-            ["output_dataset_id", "input_field_id", "transformation_type", "transformation_subtype"],
-            [per_dataset[key] for key in sorted(per_dataset)],
-            index_where=column_lineage.c.output_field_id.is_(None),
-            newest_columns=newest,
-        )
-
     def snapshots(
         self,
         folded: Folded,
@@ -700,6 +786,137 @@ class _BatchWriter:
             .scalar_subquery()
         )
         self.connection.execute(update(jobs).where(jobs.c.id.in_(sorted(job_id_set))).values(latest_run_id=newest_run))
+
+    # current lineage ----------------------------------------------------------------------
+    def current_lineage(
+        self,
+        job_id_set: set[int],
+        retired: set[int],
+        dataset_ids: Mapping[DatasetKey, int],
+        field_ids: Mapping[tuple[int, str], int],
+    ) -> None:
+        """Each touched job's current version: the one its latest finished run ran, else its latest
+        run's, else its newest JobEvent's. Where that changed (or the job's lineage had been retired),
+        its rows of job_io and column_lineage are written again from the version's content; where
+        only the version's first run moved, job_io's first_seen follows. A repeated run writes
+        neither."""
+        if not job_id_set:
+            return
+        changed: dict[int, int | None] = {}
+        for job_id, stored, chosen in self._current_versions(sorted(job_id_set)):
+            if stored != chosen or job_id in retired:
+                changed[job_id] = chosen
+        if changed:
+            self.many(
+                update(jobs).where(jobs.c.id == bindparam("job")).values(current_version_id=bindparam("version")),
+                [{"job": job_id, "version": version} for job_id, version in sorted(changed.items())],
+            )
+            self._write_current(changed, dataset_ids, field_ids)
+        unchanged = sorted(job_id_set - set(changed))
+        since = (
+            select(job_versions.c.created_at)
+            .join(jobs, jobs.c.current_version_id == job_versions.c.id)
+            .where(jobs.c.id == job_io.c.job_id)
+            .scalar_subquery()
+        )
+        for chunk in _chunks(unchanged):
+            self.connection.execute(
+                update(job_io).where(job_io.c.job_id.in_(chunk), job_io.c.first_seen != since).values(first_seen=since)
+            )
+
+    def _current_versions(self, job_id_list: list[int]) -> list[tuple[int, int | None, int | None]]:
+        """(job id, its stored current version, the one it should be) of each job."""
+
+        def latest(finished: bool) -> Any:
+            query = select(runs.c.job_version_id).where(runs.c.job_id == jobs.c.id, runs.c.job_version_id.is_not(None))
+            if finished:
+                query = query.where(runs.c.state.in_(sorted(TERMINAL_STATES)))
+            return query.order_by(runs.c.created_at.desc(), runs.c.uuid.desc()).limit(1).scalar_subquery()
+
+        found = []
+        for chunk in _chunks(job_id_list):
+            for row in self.connection.execute(
+                select(jobs.c.id, jobs.c.current_version_id, latest(True), latest(False), jobs.c.declared_version_id).where(
+                    jobs.c.id.in_(chunk)
+                )
+            ):
+                found.append((row[0], row[1], row[2] if row[2] is not None else row[3] if row[3] is not None else row[4]))
+        return found
+
+    def _write_current(
+        self, versions: Mapping[int, int | None], dataset_ids: Mapping[DatasetKey, int], field_ids: Mapping[tuple[int, str], int]
+    ) -> None:
+        """Replace the jobs' rows of job_io and column_lineage by their versions' content."""
+        job_id_list = sorted(versions)
+        for chunk in _chunks(job_id_list):
+            self.connection.execute(job_io.delete().where(job_io.c.job_id.in_(chunk)))
+            self.connection.execute(column_lineage.delete().where(column_lineage.c.job_id.in_(chunk)))
+        stored = {
+            row.id: (row.content, row.created_at)
+            for chunk in _chunks(sorted({v for v in versions.values() if v is not None}))
+            for row in self.connection.execute(
+                select(job_versions.c.id, job_versions.c.content, job_versions.c.created_at).where(job_versions.c.id.in_(chunk))
+            )
+        }
+        contents = {job_id: stored[version] for job_id, version in versions.items() if version is not None}
+        named: set[DatasetKey] = {
+            (key[0], key[1]) for content, _ in contents.values() for key in (*content["inputs"], *content["outputs"])
+        }
+        named |= {(e[i], e[i + 1]) for content, _ in contents.values() for e in content["edges"] for i in (0, 3)}
+        ids = dict(dataset_ids)
+        ids.update(self._dataset_ids(sorted(named - set(ids))))
+        fields = dict(field_ids)
+        with_fields = {dataset_id for dataset_id, _ in fields}
+        edge_datasets = {ids[(e[i], e[i + 1])] for content, _ in contents.values() for e in content["edges"] for i in (0, 3)}
+        fields.update(self._field_ids(sorted(edge_datasets - with_fields)))
+        io_rows: list[dict[str, Any]] = []
+        edge_rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for job_id, (content, since) in sorted(contents.items()):
+            for direction in ("input", "output"):
+                for namespace, name in content[f"{direction}s"]:
+                    io_rows.append(
+                        {"job_id": job_id, "dataset_id": ids[(namespace, name)], "direction": direction, "first_seen": since}
+                    )
+            for out_ns, out_name, out_field, in_ns, in_name, in_field, kind, subtype, description, masking in content["edges"]:
+                output_id, input_id = ids[(out_ns, out_name)], ids[(in_ns, in_name)]
+                output_field_id = None if out_field is None else fields[(output_id, out_field)]
+                key = (job_id, output_id, output_field_id, fields[(input_id, in_field)], kind, subtype)
+                row = {
+                    "job_id": job_id,
+                    "output_dataset_id": output_id,
+                    "output_field_id": output_field_id,
+                    "input_dataset_id": input_id,
+                    "input_field_id": key[3],
+                    "transformation_type": kind,
+                    "transformation_subtype": subtype,
+                    "transformation_description": description,
+                    "masking": bool(masking),
+                }
+                known = edge_rows.get(key)
+                # one edge said two ways by one version: the larger (description, masking) is kept
+                if known is None or (description or "", bool(masking)) > (
+                    known["transformation_description"] or "",
+                    known["masking"],
+                ):
+                    edge_rows[key] = row
+        if io_rows:
+            self.many(self.insert(job_io), sorted(io_rows, key=lambda r: (r["job_id"], r["dataset_id"], r["direction"])))
+        if edge_rows:
+            self.many(self.insert(column_lineage), [edge_rows[key] for key in sorted(edge_rows, key=repr)])
+
+    def _dataset_ids(self, keys: Sequence[DatasetKey]) -> dict[DatasetKey, int]:
+        """Ids of stored datasets by (namespace, name)."""
+        found: dict[DatasetKey, int] = {}
+        wanted = set(keys)
+        for chunk in _chunks(sorted({name for _, name in wanted})):
+            for row in self.connection.execute(
+                select(datasets.c.id, namespaces.c.name.label("namespace"), datasets.c.name)
+                .join(namespaces, namespaces.c.id == datasets.c.namespace_id)
+                .where(datasets.c.name.in_(chunk))
+            ):
+                if (row.namespace, row.name) in wanted:
+                    found[(row.namespace, row.name)] = row.id
+        return found
 
 
 def _run_values(current: Mapping[str, Any] | None, fold: RunFold) -> dict[str, Any]:

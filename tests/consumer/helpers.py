@@ -122,15 +122,14 @@ DUMP_QUERIES = {
     "runs": """SELECT r.uuid, j.name, r.run_seq, r.state, r.started_at, r.ended_at, r.facets, r.parent_run_uuid
                FROM runs r JOIN jobs j ON j.id = r.job_id""",
     "run_states": """SELECT r.uuid, s.event_type, s.state, s.transitioned_at FROM run_states s JOIN runs r ON r.id = s.run_id""",
-    "job_io": """SELECT j.name, d.name, io.direction, io.first_seen, io.last_seen, r.uuid
-                 FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id
-                 LEFT JOIN runs r ON r.id = io.last_run_id""",
+    "job_io": """SELECT j.name, d.name, io.direction, io.first_seen
+                 FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id""",
     "column_lineage": """SELECT od.name, of.name, id.name, inf.name, c.transformation_type, c.transformation_subtype,
-                                c.masking, j.name, r.uuid, c.first_seen, c.last_seen
+                                c.masking, j.name
                          FROM column_lineage c JOIN datasets od ON od.id = c.output_dataset_id
                          LEFT JOIN dataset_fields of ON of.id = c.output_field_id
                          JOIN datasets id ON id.id = c.input_dataset_id JOIN dataset_fields inf ON inf.id = c.input_field_id
-                         JOIN jobs j ON j.id = c.job_id LEFT JOIN runs r ON r.id = c.last_run_id""",
+                         JOIN jobs j ON j.id = c.job_id""",
     "snapshot_lineage": """SELECT r.uuid, j.name, s.barrier_id, d.name, s.direction, s.snapshot_id, s.kind, s.partitions, s.created_at
                            FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id JOIN jobs j ON j.id = s.job_id
                            JOIN datasets d ON d.id = s.dataset_id""",

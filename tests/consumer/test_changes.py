@@ -302,12 +302,12 @@ def test_replay_republishes_the_whole_lineage_when_asked(
     assert {json.loads(k)[0] for k in seeded} == {json.loads(k)[0] for k in _subscriber_view(kafka_bootstrap, first_topic)}
 
 
-def test_change_scope_names_the_batchs_edges_outputs_and_runs() -> None:
+def test_change_scope_names_the_batchs_jobs_and_runs() -> None:
+    """A job's edges change when its current version does: the scope is every edge of the batch's jobs."""
     rows = [prepare(event) for event in _demo_events()]
     scope = change_scope(fold(rows))
-    assert {edge[2] for edge in scope.table_edges} == {"input", "output"}
+    assert scope.jobs == {(r.job.namespace, r.job.name) for r in rows if r.job}
     assert scope.run_uuids == {r.run.uuid for r in rows if r.run}
-    assert scope.column_outputs == {edge.output for r in rows for edge in r.column_edges}
     assert not change_scope(fold([]))
 
 

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from datetime import timedelta
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -14,7 +16,7 @@ from consumer.store import open_store
 from consumer.store.migrations import _config, head_revision, migrate
 from consumer.store.schema import metadata
 from tests.consumer.helpers import write_events
-from tests.support.events import batch_write, table, with_column_lineage
+from tests.support.events import BASE_TIME, batch_write, table, with_column_lineage
 from tests.support.paths import PROJECT_ROOT
 
 DEMO_EVENTS = PROJECT_ROOT / "tests" / "fixtures" / "demo_events.jsonl"
@@ -71,8 +73,8 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
     for version, expected in (
-        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]),
-        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009"]),
+        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"]),
+        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010"]),
     ):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
@@ -116,7 +118,7 @@ def test_column_lineage_keeps_its_rows_when_its_constraints_go_and_come_back(sto
     assert _rows(store, query) == written and _foreign_keys(store_url) == 0
     _move(store, command.downgrade, "0005")
     assert _rows(store, query) == written and _foreign_keys(store_url) == 6
-    assert migrate(store.engine) == ["0006", "0007", "0008", "0009"]
+    assert migrate(store.engine) == ["0006", "0007", "0008", "0009", "0010"]
     assert _schema_differences(store_url) == []
     store.dispose()
 
@@ -145,7 +147,7 @@ def test_raw_events_are_compressed_in_place_and_every_answer_stays_the_same(stor
         json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False) for line in demo
     )
 
-    assert migrate(store.engine) == ["0007", "0008", "0009"]
+    assert migrate(store.engine) == ["0007", "0008", "0009", "0010"]
     assert _schema_differences(store_url) == []
     assert dump(store) == derived
     stored = _rows(store, "SELECT payload FROM lineage_events")
@@ -202,7 +204,7 @@ def test_dataset_version_contents_are_moved_in_place_and_every_answer_stays_the_
     _move(store, command.downgrade, "0007")
     assert _rows(store, "SELECT count(*) FROM dataset_versions WHERE fields IS NOT NULL")[0][0] > 0
 
-    assert migrate(store.engine) == ["0008", "0009"]
+    assert migrate(store.engine) == ["0008", "0009", "0010"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived
@@ -241,7 +243,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0009"
+    assert head_revision() == "0010"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():
@@ -256,3 +258,45 @@ def test_the_read_side_loads_nothing_of_the_write_side():
     )
     result = subprocess.run([sys.executable, "-c", probe], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def _answer_digests(store) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {key: hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest() for key, value in _answers(store).items()}
+
+
+def test_job_versions_are_made_in_place_and_every_answer_stays_the_releases(store_url):
+    """Every API answer on a varied set of events (Marquez's and this project's demos, the OpenLineage
+    samples, a job run three times) is the one the release before job versions gave (digests
+    recorded with it); a store in that release's shape (revision 0009, made by the downgrade)
+    upgraded in place answers the same again; the job's next run with the same lineage then points
+    to the version the upgrade made."""
+    from tests.consumer.answer_events import answer_events
+    from tests.consumer.helpers import dump
+
+    recorded = json.loads((PROJECT_ROOT / "tests" / "fixtures" / "answers_of_store_revision_0009.json").read_text())["answers"]
+    store = open_store(store_url)
+    write_events(store, answer_events(PROJECT_ROOT / "tests" / "fixtures"))
+    digests = _answer_digests(store)
+    assert [key for key in sorted(recorded.keys() | digests.keys()) if recorded.get(key) != digests.get(key)] == []
+    derived = dump(store)
+
+    _move(store, command.downgrade, "0009")
+    assert "job_version_id" not in {column["name"] for column in inspect(store.engine).get_columns("runs")}
+    assert migrate(store.engine) == ["0010"]
+    assert _schema_differences(store_url) == []
+    assert _answer_digests(store) == digests
+    assert dump(store) == derived
+
+    versions = _rows(store, "SELECT count(*) FROM job_versions")[0][0]
+    next_run = batch_write(
+        "app.daily",
+        [table("raw", "a", ["id", "x"], snapshot="a9")],
+        table("mart", "b", ["id", "x"], snapshot="b9"),
+        run_id="00000000-0000-0000-0000-000000000009",
+        start=BASE_TIME + timedelta(days=9),
+    )
+    write_events(store, next_run)
+    assert _rows(store, "SELECT count(*) FROM job_versions")[0][0] == versions
+    daily = "SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.name = 'app.daily' AND r.job_version_id = j.current_version_id"
+    assert _rows(store, daily)[0][0] == 1
+    store.dispose()

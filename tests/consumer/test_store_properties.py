@@ -151,6 +151,13 @@ def full_dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     for name in ("datasets", "jobs"):
         keys[name] = {r["id"]: (keys["namespaces"][r["namespace_id"]], r["name"]) for r in rows[name]}
     keys["runs"] = {r["id"]: r["uuid"] for r in rows["runs"]}
+    # A version no run or job points to any more (a run's version before the rest of its events
+    # arrived) is never read: the versions are compared by what points to them.
+    pointed = {r["job_version_id"] for r in rows["runs"]} | {
+        r[column] for r in rows["jobs"] for column in ("current_version_id", "declared_version_id")
+    }
+    rows["job_versions"] = [r for r in rows["job_versions"] if r["id"] in pointed]
+    keys["job_versions"] = {r["id"]: (keys["jobs"][r["job_id"]], r["lineage_hash"]) for r in rows["job_versions"]}
     # A content no version points to any more (the earliest event of its version, arrived late, said
     # something else) is never read: the pool is compared by what the versions point to.
     referenced = {r["content_id"] for r in rows["dataset_versions"]}
@@ -185,7 +192,9 @@ def _natural(keys: dict[str, dict[int, Any]], table: str | None, value: Any) -> 
 
 def _reset(store: Store) -> None:
     with store.engine.begin() as connection:
-        connection.execute(s.jobs.update().values(latest_run_id=None, parent_job_id=None))
+        connection.execute(
+            s.jobs.update().values(latest_run_id=None, parent_job_id=None, current_version_id=None, declared_version_id=None)
+        )
         for table in DERIVED_TABLES:
             connection.execute(table.delete())
         connection.execute(s.lineage_events.delete())
@@ -219,3 +228,51 @@ def test_any_order_batching_and_writers_converge_to_the_in_order_store(stores, s
     _reset(first)
     _write_by([first, second] if two_writers else [first], batches)
     assert full_dump(first) == expected
+
+
+def _two_runs_reading(first_input: int, second_input: int) -> list[dict[str, Any]]:
+    """Two COMPLETE runs of one job, a minute apart, each reading another dataset."""
+    events = []
+    for minute, (source, run) in enumerate(((first_input, 0), (second_input, 1))):
+        at = (BASE + timedelta(minutes=minute)).isoformat().replace("+00:00", "Z")
+        events.append(
+            {
+                "eventType": "COMPLETE",
+                "eventTime": at,
+                "producer": PRODUCER,
+                "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+                "run": {"runId": RUN_IDS[0][run]},
+                "job": {"namespace": "spark", "name": JOBS[0]},
+                "inputs": [_dataset(source, 0, None, None)],
+                "outputs": [_dataset(2, 0, None, source)],
+            }
+        )
+    return events
+
+
+def test_the_convergence_check_fails_a_store_that_loses_a_version_change(stores, monkeypatch):
+    """The check above is only as good as what it sees: a writer that keeps a job's first version
+    current (it loses the change) leaves another store when the newer run comes first."""
+    from consumer.store import writer
+
+    first = stores[0]
+    older, newer = _two_runs_reading(0, 1)
+    _reset(first)
+    _write(first, [older])
+    _write(first, [newer])
+    expected = full_dump(first)
+    _reset(first)
+    _write(first, [newer])
+    _write(first, [older])
+    assert full_dump(first) == expected
+
+    choose = writer._BatchWriter._current_versions
+
+    def keeps_the_first(self: Any, job_ids: list[int]) -> list[tuple[int, int | None, int | None]]:
+        return [(job, stored, chosen if stored is None else stored) for job, stored, chosen in choose(self, job_ids)]
+
+    monkeypatch.setattr(writer._BatchWriter, "_current_versions", keeps_the_first)
+    _reset(first)
+    _write(first, [older])
+    _write(first, [newer])
+    assert full_dump(first) != expected
