@@ -52,17 +52,23 @@ def completes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, A
     return {e["job"]["name"].split(".", 1)[1]: e for e in events if e["eventType"] == "COMPLETE" and e["outputs"]}
 
 
+def _table_of(dataset: dict[str, Any]) -> str:
+    symlinks = dataset["facets"].get("symlinks")
+    return symlinks["identifiers"][0]["name"] if symlinks else dataset["name"]
+
+
 def test_hive_table_reads_and_writes_are_named_by_their_tables(completes: dict[str, dict[str, Any]]) -> None:
-    insert = completes["insert_into_hive_table.default_hive_source"]
-    ctas = completes["create_hive_table_as_select_command.default_hive_copy"]
-    [written] = insert["outputs"]
-    assert written["facets"]["symlinks"]["identifiers"][0]["name"] == "default.hive_source"
+    [written] = completes["insert_into_hive_table.default_hive_source"]["outputs"]
+    assert _table_of(written) == "default.hive_source"
     assert written["name"].endswith("/warehouse/hive_source")
+    assert "create_hive_table_as_select_command.default_hive_copy" in completes
+    # the CTAS's run (on Spark 3.5 its nested insert's, see below) reads the HiveTableRelation
+    [ctas] = [run for run in completes.values() if run["inputs"]]
     [source] = ctas["inputs"]
-    assert (source["namespace"], source["name"]) == (written["namespace"], written["name"]), "the read of a HiveTableRelation"
-    assert source["facets"]["symlinks"]["identifiers"][0]["name"] == "default.hive_source"
+    assert (source["namespace"], source["name"]) == (written["namespace"], written["name"])
+    assert _table_of(source) == "default.hive_source"
     [copy] = ctas["outputs"]
-    assert copy["name"] == "default.hive_copy"
+    assert _table_of(copy) == "default.hive_copy"
     assert [f["name"] for f in copy["facets"]["schema"]["fields"]] == ["id", "shout"]
     assert copy["outputFacets"]["outputStatistics"]["rowCount"] == 3
 
