@@ -1,4 +1,4 @@
-"""Command line: serve, ingest, migrate, create-topics, replay, delete-table-lineage, delete-data-lineage and
+"""Command line: serve, ingest, migrate, create-topics, replay, prune, delete-table-lineage, delete-data-lineage and
 `lineage ...` (the read side's questions, consumer.query.cli). Entry points only parse input and
 hand it on; a missing broker or database ends with one line on stderr and exit status 2."""
 
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from consumer.settings import Settings, add_arguments
+from consumer.settings import Settings, add_arguments, parse_period
 
 EXIT_UNAVAILABLE = 2
 
@@ -40,6 +40,7 @@ _KAFKA = _KAFKA_CLIENT + (
     "session_timeout_ms",
     "max_poll_interval_ms",
     "retire_after",
+    "retention",
     "max_event_bytes",
     "log_format",
     "prepare_process",
@@ -103,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="afterwards publish the whole rebuilt lineage to the changes topic (a replay publishes nothing otherwise)",
     )
+    prune = command(
+        "prune",
+        _prune,
+        "remove raw events, runs and the history they made older than --older-than, in short transactions; never the current lineage",
+        _STORE,
+    )
+    prune.add_argument("--older-than", required=True, type=parse_period, help="the horizon: a period like 30d, 12h, 90m")
     for name, help_text in (
         ("delete-table-lineage", "forget which datasets a job read and wrote, and its column lineage"),
         ("delete-data-lineage", "forget the snapshots (and partitions) a job's runs consumed and produced"),
@@ -197,6 +205,33 @@ def _delete(args: argparse.Namespace) -> int:
     else:
         removed = store.delete_data_lineage(args.job, args.namespace)
     print(json.dumps({"job": args.job, "namespace": args.namespace, "removedRows": removed}))
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """Retention once, to the end; on SQLite the store's one writer meanwhile (stop serve/ingest, or
+    give them --retention instead)."""
+    from datetime import datetime, timezone
+
+    from consumer.ingest.store_writes import StoreWrites
+    from consumer.store import open_store
+
+    store = open_store(Settings.from_args(args).store_url, claim_writer=True)
+    now = datetime.now(timezone.utc)
+    started = time.monotonic()
+    try:
+        pruned = StoreWrites(store).prune(args.older_than, now)
+    finally:
+        store.dispose()
+    print(
+        json.dumps(
+            {
+                "horizon": (now - args.older_than).isoformat(),
+                "removedRows": pruned.rows,
+                "seconds": round(time.monotonic() - started, 3),
+            }
+        )
+    )
     return 0
 
 
@@ -315,6 +350,7 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
         source,
         dead_letters,
         retire_after=settings.retire_after,
+        retention=settings.retention,
         max_event_bytes=settings.max_event_bytes,
         metrics=observability,
         preparer=Preparer(settings.max_event_bytes, in_worker=settings.prepare_in_worker),

@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection
 
 from consumer.ingest.kafka_io import BrokerUnavailable
-from consumer.ingest.store_writes import StoreWrite
+from consumer.ingest.store_writes import PRUNE, StoreWrite
 from consumer.store import Store, outbox
 from consumer.store.lineage_state import (
     COLUMN_EDGE,
@@ -98,6 +98,8 @@ class ChangePublisher:
         self._publisher: threading.Thread | None = None
 
     def __call__(self, write: StoreWrite, proceed: Callable[[], T]) -> T:
+        if write.kind == PRUNE:  # history only: no edge, current snapshot or latest run changes
+            return proceed()
         scope = self._scope(write)
 
         @contextmanager

@@ -1,0 +1,205 @@
+"""Retention on SQLite and PostgreSQL: a year of hourly runs pruned to 30 days keeps every current
+answer, every retained run's snapshot lineage and the writer's choice of each job's current
+version, shrinks the store, and counts what it removed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from consumer.query import lineage_store as ls
+from consumer.store.retention import PRUNED_TABLES
+from consumer.store.store import Store
+from tests.consumer.helpers import write_events
+from tests.consumer.test_store_migrations import _answers
+from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
+
+YEAR_HOURS = 365 * 24
+END = BASE_TIME + timedelta(hours=YEAR_HOURS)
+RETENTION = timedelta(days=30)
+HORIZON = END - RETENTION
+WRITE_CHUNK = 2000  # events per write_events call
+STAGE, REPORT, STOPPED = "app.hourly.stage", "app.hourly.report", "app.daily.stopped"
+
+
+def _run_id(job: int, number: int) -> str:
+    return f"00000000-0000-4000-{8000 + job:04d}-{number:012d}"
+
+
+def _stage(hour: int) -> list[dict[str, Any]]:
+    """The stage job's run of `hour`: raw.events -> stage.events; a column added on day 200, the
+    edge of `amount` retyped on day 350 (inside the retention)."""
+    columns = ["id", "amount"] + (["country"] if hour >= 200 * 24 else [])
+    source = table("raw", "events", ["id", "amount", "country"], snapshot=f"raw-{hour}")
+    kind = ("DIRECT", "TRANSFORMATION") if hour >= 350 * 24 else ("DIRECT", "IDENTITY")
+    lineage = {column: [(source, column)] for column in columns}
+    lineage["amount"] = [(source, "amount", {"type": kind[0], "subtype": kind[1], "description": "", "masking": False})]
+    output = with_column_lineage(table("stage", "events", columns, snapshot=f"stage-{hour}"), lineage)
+    at = BASE_TIME + timedelta(hours=hour)
+    return [run_event("COMPLETE", STAGE, [source], [output], run_id=_run_id(1, hour), at=at)]
+
+
+def _report(hour: int) -> list[dict[str, Any]]:
+    """The report job's run of `hour`, half an hour later: stage.events (that hour's snapshot) -> mart.report."""
+    source = table("stage", "events", ["id", "amount"], snapshot=f"stage-{hour}")
+    output = with_column_lineage(table("mart", "report", ["total"], snapshot=f"report-{hour}"), {"total": [(source, "amount")]})
+    at = BASE_TIME + timedelta(hours=hour, minutes=30)
+    return [run_event("COMPLETE", REPORT, [source], [output], run_id=_run_id(2, hour), at=at)]
+
+
+def _stopped(day: int, *, finished: bool = True, columns: tuple[str, ...] = ("id",)) -> list[dict[str, Any]]:
+    """A daily job that stopped before the horizon: its last run (day 320) never finished, with
+    other lineage than its last finished one (day 300), which stays its current version."""
+    source = table("raw", "customers", ["id", "name"], snapshot=f"customers-{day}")
+    output = table("mart", "customers", list(columns), snapshot=f"customers-{day}")
+    events = batch_write(STOPPED, [source], output, run_id=_run_id(3, day), start=BASE_TIME + timedelta(days=day))
+    return events if finished else events[:1]
+
+
+def year_of_events() -> Iterator[dict[str, Any]]:
+    for hour in range(YEAR_HOURS):
+        yield from _stage(hour)
+        yield from _report(hour)
+        if hour % 24 == 0 and hour // 24 <= 300:
+            yield from _stopped(hour // 24)
+    yield from _stopped(320, finished=False, columns=("id", "name"))
+
+
+def _write(store: Store, events: Iterator[dict[str, Any]]) -> None:
+    chunk: list[dict[str, Any]] = []
+    for event in events:
+        chunk.append(event)
+        if len(chunk) == WRITE_CHUNK:
+            write_events(store, chunk)
+            chunk = []
+    if chunk:
+        write_events(store, chunk)
+
+
+def _rows(store: Store, query: str, **params: Any) -> list[tuple[Any, ...]]:
+    with store.engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(text(query), params)]
+
+
+def _counts(store: Store) -> dict[str, int]:
+    return {name: _rows(store, f"SELECT count(*) FROM {name}")[0][0] for name in PRUNED_TABLES}
+
+
+SNAPSHOTS_OF_RUNS = """
+    SELECT r.uuid, s.barrier_id, d.name, s.direction, s.snapshot_id, s.kind, s.created_at
+    FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id JOIN datasets d ON d.id = s.dataset_id"""
+
+
+def _current_answers(answers: dict[str, Any]) -> dict[str, Any]:
+    """The answers about the present: all but the raw events and the lists of runs and versions (history)."""
+    return {key: value for key, value in answers.items() if key != "events" and not key.startswith(("runs ", "versions "))}
+
+
+def _current_output_fields(store: Store, job: str) -> list[str]:
+    """The fields of what the job's current version writes."""
+    content = _rows(
+        store,
+        "SELECT v.content FROM jobs j JOIN job_versions v ON v.id = j.current_version_id WHERE j.name = :job",
+        job=job,
+    )[0][0]
+    content = json.loads(content) if isinstance(content, str) else content
+    outputs = {tuple(name) for name in content["outputs"]}
+    return [field for namespace, name, fields in content["schemas"] if (namespace, name) in outputs for field, _ in fields]
+
+
+@pytest.fixture(scope="module")
+def year() -> list[dict[str, Any]]:
+    return list(year_of_events())
+
+
+def test_a_year_of_hourly_runs_pruned_to_30_days_answers_the_same(store: Store, year: list[dict[str, Any]]) -> None:
+    _write(store, iter(year))
+    before, counts_before = _answers(store), _counts(store)
+    snapshots_before = _rows(store, SNAPSHOTS_OF_RUNS)
+    walks_before = {
+        hour: ls.snapshot_lineage(store, "mart.report", f"report-{hour}", "upstream", 5)
+        for hour in range(YEAR_HOURS - 30 * 24, YEAR_HOURS, 97)
+    }
+
+    pruned = store.prune(RETENTION, END, batch=500)
+
+    counts_after = _counts(store)
+    assert pruned.complete
+    assert {table: counts_before[table] - counts_after[table] for table in PRUNED_TABLES} == pruned.rows
+    # a year of two hourly jobs and a daily one, 30 days kept: the store keeps about 30/365 of its runs
+    assert counts_after["runs"] < counts_before["runs"] * 0.1
+    assert counts_after["lineage_events"] < counts_before["lineage_events"] * 0.1
+    assert counts_after["dataset_versions"] < counts_before["dataset_versions"] * 0.1
+    assert pruned.rows["job_versions"] > 0  # the stage job's versions before day 200 and 350
+
+    after = _answers(store)
+    assert _current_answers(after) == _current_answers(before)
+    retained = {uuid for (uuid,) in _rows(store, "SELECT uuid FROM runs")}
+    for key in (key for key in before if key.startswith("runs ")):
+        assert after[key]["runs"] == [run for run in before[key]["runs"] if run["id"] in retained]
+    for key in (key for key in before if key.startswith("versions ")):
+        kept = {version["version"] for version in after[key]["versions"]}
+        assert kept, key  # every dataset keeps its current version
+        assert [_without_pruned_run(v, retained) for v in before[key]["versions"] if v["version"] in kept] == after[key][
+            "versions"
+        ]
+    assert sorted(_rows(store, SNAPSHOTS_OF_RUNS)) == sorted(row for row in snapshots_before if row[0] in retained)
+    assert {
+        hour: ls.snapshot_lineage(store, "mart.report", f"report-{hour}", "upstream", 5) for hour in walks_before
+    } == walks_before
+
+    # What stays whatever its age: the stopped job's latest run (day 320, unfinished) and its
+    # latest finished one (day 300), whose version stays current.
+    assert {_run_id(3, 300), _run_id(3, 320)} <= retained
+    assert _current_output_fields(store, STOPPED) == ["id"]
+
+    # Ingestion goes on: run numbers follow the retained runs, current versions are chosen as before.
+    stage_runs = "SELECT max(r.run_seq) FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.name = :job"
+    assert _rows(store, stage_runs, job=STAGE)[0][0] == YEAR_HOURS
+    write_events(store, _stopped(400, finished=False, columns=("id", "name", "email")) + _stage(YEAR_HOURS))
+    assert _current_output_fields(store, STOPPED) == ["id"]  # the latest finished run's version still
+    assert _rows(store, "SELECT run_seq FROM runs WHERE uuid = :uuid", uuid=_run_id(1, YEAR_HOURS))[0][0] == YEAR_HOURS + 1
+    write_events(store, _stopped(401, columns=("id", "email")))
+    assert _current_output_fields(store, STOPPED) == ["id", "email"]
+    # an hour later the hour past the new horizon goes, and the stopped job's runs its new one superseded
+    stored = {uuid for (uuid,) in _rows(store, "SELECT uuid FROM runs")}
+    assert store.prune(RETENTION, END + timedelta(hours=1)).rows["runs"] == 4
+    gone = stored - {uuid for (uuid,) in _rows(store, "SELECT uuid FROM runs")}
+    assert gone == {_run_id(1, YEAR_HOURS - 720), _run_id(2, YEAR_HOURS - 720), _run_id(3, 300), _run_id(3, 320)}
+    assert _current_output_fields(store, STOPPED) == ["id", "email"]
+
+
+def _without_pruned_run(version: dict[str, Any], retained: set[str]) -> dict[str, Any]:
+    """A version kept because a retained run read it, whose own run was pruned: no createdByRun any more."""
+    run = version.get("createdByRun")
+    return version if run is None or run["id"] in retained else {**version, "createdByRun": None}
+
+
+def test_nothing_is_pruned_within_the_horizon(store: Store) -> None:
+    events = _stage(0) + _report(0) + _stage(1) + _report(1)
+    write_events(store, events)
+    counts = _counts(store)
+    pruned = store.prune(RETENTION, BASE_TIME + timedelta(days=1))
+    assert pruned.total == 0 and pruned.complete
+    assert _counts(store) == counts
+
+
+def test_a_prune_on_a_time_budget_goes_on_where_it_stopped(store: Store) -> None:
+    write_events(store, [event for hour in range(60) for event in _stage(hour) + _report(hour)])
+    now = BASE_TIME + timedelta(hours=60) + RETENTION
+    everything = dict.fromkeys(PRUNED_TABLES, 0)
+    resume_at = None
+    for _ in range(1000):
+        step = store.prune(RETENTION, now, batch=5, budget_seconds=0.0, resume_at=resume_at)
+        everything = {table: everything[table] + step.rows[table] for table in PRUNED_TABLES}
+        resume_at = step.resume_at
+        if step.complete:
+            break
+    assert resume_at is None
+    assert everything["runs"] == 2 * 60 - 2  # each job's latest run stays
+    assert store.prune(RETENTION, now).total == 0
