@@ -431,6 +431,28 @@ def _supervise(first, settings: Settings, store, observability, stop: threading.
         pause = min(pause * 2, RESTART_BACKOFF_SECONDS[1])
 
 
+def _retain(writes, retention, observability, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    """serve --role http's retention (the Kafka loop prunes otherwise): at start and every minute, a
+    second of pruning at a time, through the one writer as HTTP ingestion, until `stop`."""
+    from consumer.ingest.kafka_loop import PRUNE_STEP_SECONDS
+
+    log = logging.getLogger(__name__)
+    resume_at = None
+    while True:
+        try:
+            pruned = writes.prune(retention, budget_seconds=PRUNE_STEP_SECONDS, resume_at=resume_at)
+        except Exception:
+            log.exception("retention failed; trying again in a minute")
+            resume_at = None
+        else:
+            resume_at = pruned.resume_at
+            observability.pruned(pruned.rows)
+            if pruned.total:
+                log.info("retention removed %d rows older than %s", pruned.total, retention)
+        if stop.wait(0.1 if resume_at is not None else 60.0):
+            return
+
+
 def _disconnect_quietly(ingestor) -> None:  # type: ignore[no-untyped-def]
     try:
         _disconnect(ingestor)
@@ -463,6 +485,11 @@ def _serve(args: argparse.Namespace) -> int:
     if ingests_kafka:
         worker = threading.Thread(
             target=_supervise, args=(None, settings, store, observability, stop), name="ingest", daemon=True
+        )
+        worker.start()
+    elif settings.role == "http" and settings.retention is not None:
+        worker = threading.Thread(
+            target=_retain, args=(store, settings.retention, observability, stop), name="retention", daemon=True
         )
         worker.start()
     logging.getLogger(__name__).info(

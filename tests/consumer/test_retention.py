@@ -17,57 +17,11 @@ from consumer.store.retention import PRUNED_TABLES
 from consumer.store.store import Store
 from tests.consumer.helpers import write_events
 from tests.consumer.test_store_migrations import _answers
-from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
+from tests.support.events import BASE_TIME
+from tests.support.history import END, STAGE, STOPPED, YEAR_HOURS, report, run_id, stage, stopped, year_of_events
 
-YEAR_HOURS = 365 * 24
-END = BASE_TIME + timedelta(hours=YEAR_HOURS)
 RETENTION = timedelta(days=30)
-HORIZON = END - RETENTION
 WRITE_CHUNK = 2000  # events per write_events call
-STAGE, REPORT, STOPPED = "app.hourly.stage", "app.hourly.report", "app.daily.stopped"
-
-
-def _run_id(job: int, number: int) -> str:
-    return f"00000000-0000-4000-{8000 + job:04d}-{number:012d}"
-
-
-def _stage(hour: int) -> list[dict[str, Any]]:
-    """The stage job's run of `hour`: raw.events -> stage.events; a column added on day 200, the
-    edge of `amount` retyped on day 350 (inside the retention)."""
-    columns = ["id", "amount"] + (["country"] if hour >= 200 * 24 else [])
-    source = table("raw", "events", ["id", "amount", "country"], snapshot=f"raw-{hour}")
-    kind = ("DIRECT", "TRANSFORMATION") if hour >= 350 * 24 else ("DIRECT", "IDENTITY")
-    lineage = {column: [(source, column)] for column in columns}
-    lineage["amount"] = [(source, "amount", {"type": kind[0], "subtype": kind[1], "description": "", "masking": False})]
-    output = with_column_lineage(table("stage", "events", columns, snapshot=f"stage-{hour}"), lineage)
-    at = BASE_TIME + timedelta(hours=hour)
-    return [run_event("COMPLETE", STAGE, [source], [output], run_id=_run_id(1, hour), at=at)]
-
-
-def _report(hour: int) -> list[dict[str, Any]]:
-    """The report job's run of `hour`, half an hour later: stage.events (that hour's snapshot) -> mart.report."""
-    source = table("stage", "events", ["id", "amount"], snapshot=f"stage-{hour}")
-    output = with_column_lineage(table("mart", "report", ["total"], snapshot=f"report-{hour}"), {"total": [(source, "amount")]})
-    at = BASE_TIME + timedelta(hours=hour, minutes=30)
-    return [run_event("COMPLETE", REPORT, [source], [output], run_id=_run_id(2, hour), at=at)]
-
-
-def _stopped(day: int, *, finished: bool = True, columns: tuple[str, ...] = ("id",)) -> list[dict[str, Any]]:
-    """A daily job that stopped before the horizon: its last run (day 320) never finished, with
-    other lineage than its last finished one (day 300), which stays its current version."""
-    source = table("raw", "customers", ["id", "name"], snapshot=f"customers-{day}")
-    output = table("mart", "customers", list(columns), snapshot=f"customers-{day}")
-    events = batch_write(STOPPED, [source], output, run_id=_run_id(3, day), start=BASE_TIME + timedelta(days=day))
-    return events if finished else events[:1]
-
-
-def year_of_events() -> Iterator[dict[str, Any]]:
-    for hour in range(YEAR_HOURS):
-        yield from _stage(hour)
-        yield from _report(hour)
-        if hour % 24 == 0 and hour // 24 <= 300:
-            yield from _stopped(hour // 24)
-    yield from _stopped(320, finished=False, columns=("id", "name"))
 
 
 def _write(store: Store, events: Iterator[dict[str, Any]]) -> None:
@@ -135,7 +89,9 @@ def test_a_year_of_hourly_runs_pruned_to_30_days_answers_the_same(store: Store, 
     assert counts_after["runs"] < counts_before["runs"] * 0.1
     assert counts_after["lineage_events"] < counts_before["lineage_events"] * 0.1
     assert counts_after["dataset_versions"] < counts_before["dataset_versions"] * 0.1
-    assert pruned.rows["job_versions"] == 1  # the stage job's version before day 200 (the next one still runs on day 335)
+    assert (
+        pruned.rows["job_versions"] == 1
+    )  # the stage job's version before day 200 (the next one ran until day 350, inside the 30 days)
 
     after = _answers(store)
     assert _current_answers(after) == _current_answers(before)
@@ -155,22 +111,22 @@ def test_a_year_of_hourly_runs_pruned_to_30_days_answers_the_same(store: Store, 
 
     # What stays whatever its age: the stopped job's latest run (day 320, unfinished) and its
     # latest finished one (day 300), whose version stays current.
-    assert {_run_id(3, 300), _run_id(3, 320)} <= retained
+    assert {run_id(3, 300), run_id(3, 320)} <= retained
     assert _current_output_fields(store, STOPPED) == ["id"]
 
     # Ingestion goes on: run numbers follow the retained runs, current versions are chosen as before.
     stage_runs = "SELECT max(r.run_seq) FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.name = :job"
     assert _rows(store, stage_runs, job=STAGE)[0][0] == YEAR_HOURS
-    write_events(store, _stopped(400, finished=False, columns=("id", "name", "email")) + _stage(YEAR_HOURS))
+    write_events(store, stopped(400, finished=False, columns=("id", "name", "email")) + stage(YEAR_HOURS))
     assert _current_output_fields(store, STOPPED) == ["id"]  # the latest finished run's version still
-    assert _rows(store, "SELECT run_seq FROM runs WHERE uuid = :uuid", uuid=_run_id(1, YEAR_HOURS))[0][0] == YEAR_HOURS + 1
-    write_events(store, _stopped(401, columns=("id", "email")))
+    assert _rows(store, "SELECT run_seq FROM runs WHERE uuid = :uuid", uuid=run_id(1, YEAR_HOURS))[0][0] == YEAR_HOURS + 1
+    write_events(store, stopped(401, columns=("id", "email")))
     assert _current_output_fields(store, STOPPED) == ["id", "email"]
     # an hour later the hour past the new horizon goes, and the stopped job's runs its new one superseded
     stored = {uuid for (uuid,) in _rows(store, "SELECT uuid FROM runs")}
     assert store.prune(RETENTION, END + timedelta(hours=1)).rows["runs"] == 4
     gone = stored - {uuid for (uuid,) in _rows(store, "SELECT uuid FROM runs")}
-    assert gone == {_run_id(1, YEAR_HOURS - 720), _run_id(2, YEAR_HOURS - 720), _run_id(3, 300), _run_id(3, 320)}
+    assert gone == {run_id(1, YEAR_HOURS - 720), run_id(2, YEAR_HOURS - 720), run_id(3, 300), run_id(3, 320)}
     assert _current_output_fields(store, STOPPED) == ["id", "email"]
 
 
@@ -181,7 +137,7 @@ def _without_pruned_run(version: dict[str, Any], retained: set[str]) -> dict[str
 
 
 def test_nothing_is_pruned_within_the_horizon(store: Store) -> None:
-    events = _stage(0) + _report(0) + _stage(1) + _report(1)
+    events = stage(0) + report(0) + stage(1) + report(1)
     write_events(store, events)
     counts = _counts(store)
     pruned = store.prune(RETENTION, BASE_TIME + timedelta(days=1))
@@ -190,7 +146,7 @@ def test_nothing_is_pruned_within_the_horizon(store: Store) -> None:
 
 
 def test_a_prune_on_a_time_budget_goes_on_where_it_stopped(store: Store) -> None:
-    write_events(store, [event for hour in range(60) for event in _stage(hour) + _report(hour)])
+    write_events(store, [event for hour in range(60) for event in stage(hour) + report(hour)])
     now = BASE_TIME + timedelta(hours=60) + RETENTION
     everything = dict.fromkeys(PRUNED_TABLES, 0)
     resume_at = None
@@ -212,7 +168,7 @@ def test_the_ingest_loop_prunes_between_batches_and_counts_what_it_removed(store
     from consumer.observability import Observability
     from tests.consumer.helpers import ListDeadLetters, ListSource, Record, metric_value
 
-    old = [event for hour in range(3) for event in _stage(hour) + _report(hour)]  # 2026: past any 30 days now
+    old = [event for hour in range(3) for event in stage(hour) + report(hour)]  # 2026: past any 30 days now
     source = ListSource([Record("events", 0, offset, json.dumps(event).encode()) for offset, event in enumerate(old)])
     observability = Observability()
     ingestor = Ingestor(store, source, ListDeadLetters(), retention=RETENTION, sweep_every_seconds=0, metrics=observability)
@@ -232,7 +188,7 @@ def test_the_prune_command(store_url: str) -> None:
     from tests.consumer.test_cli import _consumer
 
     store = open_store(store_url)
-    write_events(store, [event for hour in range(3) for event in _stage(hour) + _report(hour)])
+    write_events(store, [event for hour in range(3) for event in stage(hour) + report(hour)])
     store.dispose()
 
     result = _consumer("prune", "--older-than", "30d", "--store", store_url)
@@ -245,3 +201,30 @@ def test_the_prune_command(store_url: str) -> None:
     store.dispose()
     refused = _consumer("prune", "--older-than", "a month", "--store", store_url)
     assert refused.returncode == 2 and "not a period" in refused.stderr
+
+
+def test_serve_with_the_http_role_prunes_at_start_and_counts_it(sqlite_url: str) -> None:
+    """`serve --role http --retention 30d` (no Kafka loop): the retention thread prunes at once and
+    /metrics counts it."""
+    import time
+
+    import httpx
+
+    from consumer.store import open_store
+    from tests.consumer.helpers import metric_value
+    from tests.consumer.test_serve_roles import serving
+
+    store = open_store(sqlite_url)
+    write_events(store, [event for hour in range(3) for event in stage(hour) + report(hour)])
+    store.dispose()
+    with serving(sqlite_url, "--role", "http", "--retention", "30d") as url:
+        deadline = time.monotonic() + 30
+        while True:
+            exposition = httpx.get(f"{url}/metrics", timeout=10).text
+            if metric_value(exposition, "lineage_rows_pruned_total", table="runs") == 4:
+                break
+            assert time.monotonic() < deadline, exposition
+            time.sleep(0.2)
+    store = open_store(sqlite_url)
+    assert _rows(store, "SELECT count(*) FROM runs")[0][0] == 2
+    store.dispose()
