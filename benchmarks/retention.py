@@ -3,14 +3,16 @@ prune costs ingestion running beside it, on SQLite and PostgreSQL.
 
     .venv/bin/python -m benchmarks.retention [--days 365] [--postgres URL] [--sqlite-only]
 
-The store: the history of tests/support/history.py (two hourly jobs, a daily one; `--days` of it).
-Bytes: SQLite's file after `VACUUM` and a WAL checkpoint; PostgreSQL's pg_total_relation_size of
-every table after `VACUUM` (the space of deleted rows reusable, the files as large) and after
-`VACUUM FULL` (the files rewritten). Then the same store twice more, side by side: ingestion alone
-for as long as the prune took, and ingestion while `prune --older-than 30d` runs (in another
-thread, through its own store connection as another process would on PostgreSQL; on SQLite through
-the one writer, as `serve --retention` does): the prune's seconds, ingestion's events/s, and its
-slowest batch (how long a batch waited for the prune at most)."""
+The store: the history of tests/support/history.py (two hourly jobs, a daily one; `--days` of it),
+built twice per database. The first is pruned with nothing else running: rows of the pruned tables
+and bytes before and after (SQLite's file after `VACUUM` and a WAL checkpoint; PostgreSQL's
+pg_total_relation_size of every table after `VACUUM`, which makes the space of deleted rows
+reusable but keeps the files, and after `VACUUM FULL`, which rewrites them). The second is pruned
+while ingestion of later hours runs in batches of 100 events (the prune in another thread, on
+PostgreSQL through a store connection of its own as another process; on SQLite through the one
+writer, as `--retention` does), with ingestion alone for 10 s before and after: the prune's seconds,
+ingestion's events/s alone and while pruning, and its slowest batch (how long a batch waited for a
+prune transaction at most)."""
 
 from __future__ import annotations
 
@@ -108,15 +110,32 @@ def _ingest_while(store: Store, first_hour: int, busy: threading.Event | None, s
     return events, time.perf_counter() - started, slowest
 
 
-def measure(url: str, days: int) -> dict[str, Any]:
+def measure_bytes(url: str, days: int) -> dict[str, Any]:
+    """A store of `days` of history pruned to 30 days, nothing else running: rows and bytes before and after."""
     store = open_store(url)
     _write(store, _history(days))
-    end = BASE_TIME + timedelta(days=days)
+    postgres = store.engine.dialect.name == "postgresql"
     figures: dict[str, Any] = {"rows before": _rows(store), "bytes before": _bytes(store)}
-    if store.engine.dialect.name == "postgresql":
+    if postgres:
         figures["bytes before, VACUUM FULL"] = _bytes(store, full=True)
-    # ingestion alone first (A), then while pruning (B), on the same store: the prune's horizon is
-    # the end of the history, so what the live hours add is never pruned.
+    started = time.perf_counter()
+    pruned = store.prune(RETENTION, BASE_TIME + timedelta(days=days))
+    figures["prune alone seconds"] = time.perf_counter() - started
+    figures["removed"] = pruned.rows
+    figures["rows after"] = _rows(store)
+    figures["bytes after"] = _bytes(store)
+    if postgres:
+        figures["bytes after, VACUUM FULL"] = _bytes(store, full=True)
+    store.dispose()
+    return figures
+
+
+def measure_beside_ingestion(url: str, days: int) -> dict[str, Any]:
+    """The same store pruned while ingestion runs: ingestion alone for 10 s before and after (A),
+    and while the prune runs (B); the prune's seconds and the slowest ingestion batch of each."""
+    store = open_store(url)
+    _write(store, _history(days))
+    # PostgreSQL: the prune on a connection of its own, as another process; SQLite: through the one writer.
     prune_store = open_store(url) if store.engine.dialect.name == "postgresql" else store
     busy = threading.Event()
     busy.set()
@@ -124,29 +143,29 @@ def measure(url: str, days: int) -> dict[str, Any]:
 
     def prune() -> None:
         started = time.perf_counter()
-        outcome["pruned"] = prune_store.prune(RETENTION, end)
+        outcome["pruned"] = prune_store.prune(RETENTION, BASE_TIME + timedelta(days=days))
         outcome["seconds"] = time.perf_counter() - started
         busy.clear()
 
+    # the live hours come after the history's end, so the prune never removes them
+    first = _ingest_while(store, days * 24, None, 10.0)
     pruning = threading.Thread(target=prune)
-    # A: ingestion alone for a fixed while (the prune's length is not known yet)
-    alone = _ingest_while(store, days * 24, None, 10.0)
     pruning.start()
     during = _ingest_while(store, days * 24 + 100_000, busy, 0.0)
     pruning.join()
-    figures["prune seconds"] = outcome["seconds"]
-    figures["removed"] = outcome["pruned"].rows
-    figures["ingest alone events/s"] = alone[0] / alone[1]
-    figures["ingest alone slowest batch s"] = alone[2]
-    figures["ingest while pruning events/s"] = during[0] / during[1] if during[1] else 0.0
-    figures["ingest while pruning slowest batch s"] = during[2]
-    figures["rows after"] = _rows(store)
-    figures["bytes after"] = _bytes(store)
-    if store.engine.dialect.name == "postgresql":
-        figures["bytes after, VACUUM FULL"] = _bytes(store, full=True)
+    second = _ingest_while(store, days * 24 + 200_000, None, 10.0)
+    if prune_store is not store:
         prune_store.dispose()
     store.dispose()
-    return figures
+    alone_events, alone_seconds = first[0] + second[0], first[1] + second[1]
+    return {
+        "prune beside ingestion seconds": outcome["seconds"],
+        "ingest alone events/s": alone_events / alone_seconds,
+        "ingest alone slowest batch s": max(first[2], second[2]),
+        "ingest while pruning events/s": during[0] / during[1] if during[1] else 0.0,
+        "ingest while pruning slowest batch s": during[2],
+        "ingest while pruning batches": during[0] // LIVE_BATCH,
+    }
 
 
 def _postgres_database(admin_url: str) -> tuple[str, Any]:
@@ -169,14 +188,19 @@ def main() -> None:
     parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--sqlite-only", action="store_true")
     args = parser.parse_args()
+    results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as folder:
-        results = {"SQLite": measure(f"sqlite:///{Path(folder) / 'lineage.db'}", args.days)}
+        results["SQLite"] = measure_bytes(f"sqlite:///{Path(folder) / 'bytes.db'}", args.days)
+        results["SQLite"] |= measure_beside_ingestion(f"sqlite:///{Path(folder) / 'beside.db'}", args.days)
     if not args.sqlite_only:
-        url, drop = _postgres_database(args.postgres)
-        try:
-            results["PostgreSQL"] = measure(url, args.days)
-        finally:
-            drop()
+        figures: dict[str, Any] = {}
+        for measure in (measure_bytes, measure_beside_ingestion):
+            url, drop = _postgres_database(args.postgres)
+            try:
+                figures |= measure(url, args.days)
+            finally:
+                drop()
+        results["PostgreSQL"] = figures
     for database, figures in results.items():
         print(f"## {database}")
         for name, value in figures.items():

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
+from tests.support.events import BASE_TIME, Source, batch_write, run_event, table, transformation, with_column_lineage
 
 YEAR_HOURS = 365 * 24
 END = BASE_TIME + timedelta(hours=YEAR_HOURS)
@@ -23,9 +23,9 @@ def stage(hour: int) -> list[dict[str, Any]]:
     edge of `amount` retyped on day 350 (inside the retention)."""
     columns = ["id", "amount"] + (["country"] if hour >= 200 * 24 else [])
     source = table("raw", "events", ["id", "amount", "country"], snapshot=f"raw-{hour}")
-    kind = ("DIRECT", "TRANSFORMATION") if hour >= 350 * 24 else ("DIRECT", "IDENTITY")
-    lineage = {column: [(source, column)] for column in columns}
-    lineage["amount"] = [(source, "amount", {"type": kind[0], "subtype": kind[1], "description": "", "masking": False})]
+    subtype = "TRANSFORMATION" if hour >= 350 * 24 else "IDENTITY"
+    lineage: dict[str, list[Source]] = {column: [(source, column)] for column in columns}
+    lineage["amount"] = [(source, "amount", transformation("DIRECT", subtype))]
     output = with_column_lineage(table("stage", "events", columns, snapshot=f"stage-{hour}"), lineage)
     at = BASE_TIME + timedelta(hours=hour)
     return [run_event("COMPLETE", STAGE, [source], [output], run_id=run_id(1, hour), at=at)]
