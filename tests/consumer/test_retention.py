@@ -228,3 +228,21 @@ def test_serve_with_the_http_role_prunes_at_start_and_counts_it(sqlite_url: str)
     store = open_store(sqlite_url)
     assert _rows(store, "SELECT count(*) FROM runs")[0][0] == 2
     store.dispose()
+
+
+def test_runs_after_a_prune_are_numbered_after_the_retained_ones(store: Store) -> None:
+    """A job's next run takes the number after its last, and a late run older than every retained
+    one the number before them (they move up one, in order): never a number twice."""
+    write_events(store, [event for hour in range(60) for event in stage(hour)])
+    store.prune(RETENTION, BASE_TIME + timedelta(hours=30) + RETENTION)
+    numbers = "SELECT r.run_seq FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.name = :job ORDER BY r.created_at, r.uuid"
+    assert [seq for (seq,) in _rows(store, numbers, job=STAGE)] == list(range(31, 61))
+
+    write_events(store, stage(60))
+    assert [seq for (seq,) in _rows(store, numbers, job=STAGE)] == list(range(31, 62))
+    late = stage(10)
+    late[0]["run"]["runId"] = run_id(1, 10_000)  # another run of hour 10, arriving after the prune
+    write_events(store, late)
+    assert [seq for (seq,) in _rows(store, numbers, job=STAGE)] == list(range(31, 63))
+    barriers = "SELECT DISTINCT s.barrier_id, r.run_seq FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id"
+    assert all(barrier == seq for barrier, seq in _rows(store, barriers))
