@@ -18,7 +18,7 @@ from consumer.store.store import Store
 from tests.consumer.helpers import write_events
 from tests.consumer.test_store_migrations import _answers
 from tests.support.events import BASE_TIME
-from tests.support.history import END, STAGE, STOPPED, YEAR_HOURS, report, run_id, stage, stopped, year_of_events
+from tests.support.history import END, REPORT, STAGE, STOPPED, YEAR_HOURS, report, run_id, stage, stopped, year_of_events
 
 RETENTION = timedelta(days=30)
 WRITE_CHUNK = 2000  # events per write_events call
@@ -246,3 +246,92 @@ def test_runs_after_a_prune_are_numbered_after_the_retained_ones(store: Store) -
     assert [seq for (seq,) in _rows(store, numbers, job=STAGE)] == list(range(31, 63))
     barriers = "SELECT DISTINCT s.barrier_id, r.run_seq FROM snapshot_lineage s JOIN runs r ON r.id = s.run_id"
     assert all(barrier == seq for barrier, seq in _rows(store, barriers))
+
+
+def test_pruning_beside_writers_on_postgresql_leaves_a_consistent_store(postgres_url: str) -> None:
+    """A prune in many small transactions while another connection writes the same jobs' next hours
+    and runs that read old snapshots (making them their dataset's current version): no transaction fails, and every dataset's current version, every
+    job's current version and latest run are stored; run numbers stay in order."""
+    import threading
+
+    from consumer.store import open_store
+
+    writer, pruner = open_store(postgres_url), open_store(postgres_url)
+    write_events(writer, [event for hour in range(240) for event in stage(hour) + report(hour)])
+    failures: list[BaseException] = []
+
+    def prune() -> None:
+        try:
+            pruner.prune(timedelta(days=1), BASE_TIME + timedelta(days=10), batch=5)
+        except BaseException as failure:
+            failures.append(failure)
+
+    missing_versions = """SELECT d.name, d.current_version FROM datasets d WHERE d.current_version IS NOT NULL AND NOT EXISTS
+        (SELECT 1 FROM dataset_versions v WHERE v.dataset_id = d.id AND v.version = d.current_version)"""
+    missing: list[tuple[Any, ...]] = []
+    pruning = threading.Thread(target=prune)
+    pruning.start()
+    hour = 240
+    while pruning.is_alive() or hour < 250:
+        # a new hour, and a new run reading an old snapshot (its version being pruned meanwhile)
+        write_events(writer, stage(hour) + report(hour) + _reading_old_snapshot(hour, hour - 200 - 3 * (hour % 50)))
+        hour += 1
+        missing += _rows(writer, missing_versions)  # after each write: a later one may hide it
+    pruning.join()
+    assert failures == []
+    assert missing + _rows(writer, missing_versions) == []
+    assert _rows(writer, "SELECT name FROM jobs WHERE current_version_id IS NULL OR latest_run_id IS NULL") == []
+    numbers = "SELECT r.run_seq FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.name = :job ORDER BY r.created_at, r.uuid"
+    for job in (STAGE, REPORT):
+        sequence = [seq for (seq,) in _rows(writer, numbers, job=job)]
+        assert sequence == sorted(set(sequence)), job
+    writer.dispose()
+    pruner.dispose()
+
+
+def _reading_old_snapshot(hour: int, old_hour: int) -> list[dict[str, Any]]:
+    """A run of the report job at `hour` that reads stage.events' snapshot of `old_hour`."""
+    events = report(hour)
+    for event in events:
+        event["run"]["runId"] = run_id(4, hour)
+        facets = event["inputs"][0]["facets"]
+        facets["snapshot"]["snapshotId"] = facets["version"]["datasetVersion"] = f"stage-{old_hour}"
+        event["eventTime"] = (BASE_TIME + timedelta(hours=hour, minutes=45)).isoformat().replace("+00:00", "Z")
+    return events
+
+
+@pytest.mark.parametrize(
+    ("held", "pruned_table"),
+    [
+        ("SELECT pg_advisory_xact_lock(:key)", "runs"),  # a writer of the job, mid-transaction
+        ("SELECT pg_advisory_xact_lock_shared(:key)", "dataset_version_contents"),  # any writer, mid-transaction
+    ],
+    ids=["job lock", "contents lock"],
+)
+def test_on_postgresql_a_prune_waits_for_the_writers_of_what_it_deletes(postgres_url: str, held: str, pruned_table: str) -> None:
+    """The prune takes the writer's advisory lock of each job whose runs it deletes, and the version
+    contents' lock exclusively: while a writer holds them, it deletes nothing of theirs."""
+    import threading
+    import time
+
+    from sqlalchemy import create_engine
+
+    from consumer.store import open_store
+    from consumer.store.rows import CONTENTS_LOCK, lock_id
+
+    store = open_store(postgres_url)
+    events = [event for day in range(5) for event in stopped(day)] + stopped(5, columns=("id", "name"))
+    write_events(store, events)  # the first five days' versions share a content, the sixth has another
+    key = lock_id("job", ("spark", STOPPED)) if pruned_table == "runs" else CONTENTS_LOCK
+    writer = create_engine(postgres_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    before = _counts(store)[pruned_table]
+    with writer.begin() as connection:
+        connection.execute(text(held), {"key": key})
+        pruning = threading.Thread(target=store.prune, args=(RETENTION, BASE_TIME + timedelta(days=60)))
+        pruning.start()
+        time.sleep(2)
+        assert pruning.is_alive() and _counts(store)[pruned_table] == before
+    pruning.join(60)
+    assert not pruning.is_alive() and _counts(store)[pruned_table] < before
+    writer.dispose()
+    store.dispose()
