@@ -96,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     replay = command(
         "replay",
         _replay,
-        "rebuild every derived store from the stored raw events, in event-time order",
+        "rebuild every derived store from the stored raw events, in event-time order (after a prune: those that stayed)",
         _STORE + _KAFKA_CLIENT + ("changes_topic", "prepare_process"),
     )
     replay.add_argument(
