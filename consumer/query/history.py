@@ -22,6 +22,7 @@ from sqlalchemy import Connection, and_, func, select
 
 from consumer.query.db import as_json, check_page, iso, parse_instant, reading
 from consumer.query.errors import BadParameter, NotFound
+from consumer.query.lineage_store import resolve_dataset
 from consumer.query.nodeid import NodeId, parse_node_id
 from consumer.store import schema as s
 from consumer.store.lookup import existing_dataset_id, existing_job_id
@@ -309,3 +310,21 @@ def _job_node(text: str) -> NodeId | None:
         return parse_node_id(text)
     except BadParameter:  # not NAMESPACE:NAME: maybe a name with a colon
         return None
+
+
+def job_named(store: Any, text: str) -> tuple[str, str]:
+    """(namespace, name) of the job `text` names (see resolve_job)."""
+    with reading(store) as conn:
+        return resolve_job(conn, text)
+
+
+def dataset_named(store: Any, table: str) -> tuple[str, str]:
+    """(namespace, name) of the dataset `table` names (consumer.query.lineage_store.resolve_dataset)."""
+    with reading(store) as conn:
+        row_id = resolve_dataset(conn, table)
+        found = conn.execute(
+            select(s.namespaces.c.name, s.datasets.c.name)
+            .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
+            .where(s.datasets.c.id == row_id)
+        ).one()
+    return found[0], found[1]

@@ -5,12 +5,14 @@ change touched each field, and when."""
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import select
 
+from consumer.query import cli as query_cli
 from consumer.query import history
 from consumer.query.errors import BadParameter, NotFound
 from consumer.store import schema as s
@@ -167,3 +169,28 @@ def test_a_job_named_by_namespace_and_name_or_alone(changed_twice: Store) -> Non
 def test_an_instant_out_of_range_is_a_bad_parameter(changed_twice: Store) -> None:
     with pytest.raises(BadParameter):
         history.job_version_diff(changed_twice, sc.NAMESPACE, sc.JOB, "0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00")
+
+
+def test_the_command_line_prints_versions_diffs_and_field_history(changed_twice: Store) -> None:
+    v1, v2, v3 = _hashes(changed_twice)
+
+    def printed(*argv: str) -> str:
+        out = io.StringIO()
+        assert query_cli.main(list(argv), changed_twice, out) == 0
+        return out.getvalue()
+
+    versions = printed("versions", sc.JOB).splitlines()
+    assert versions[0] == f"lineage versions of {sc.NAMESPACE}:{sc.JOB} (3)"
+    assert [line.split()[0] for line in versions[3:]] == [v[:12] for v in (v1, v2, v3)]
+    assert versions[-1].split()[-1] == "yes" and versions[3].split()[1:] == [_iso(0), _iso(1), "2"]
+
+    diff = printed("diff", f"{sc.NAMESPACE}:{sc.JOB}", "--from", v2[:7], "--to", _iso(5))
+    changes = [line.split()[:2] for line in diff.splitlines()[3:]]
+    assert changes == [["reads", "added"], ["reads", "removed"], ["edge", "added"], ["edge", "removed"], ["edge", "changed"]]
+    assert "DIRECT/IDENTITY -> DIRECT/TRANSFORMATION 'round(amount, 2)'" in diff
+
+    field_history = printed("field-history", "mart.enriched")
+    assert field_history.count("edge changed") == 1 and field_history.count("edge added") == 5
+
+    assert '"changed"' in printed("--json", "diff", sc.JOB, "--from", v1, "--to", v3)
+    assert query_cli.main(["diff", sc.JOB, "--from", "yesterday", "--to", v3], changed_twice, io.StringIO()) == 1
