@@ -113,7 +113,7 @@ def build(store: Any, jobs: int) -> dict[str, int]:
     def field_rows() -> Iterator[dict]:
         for d in range(1, datasets + 1):
             for c in range(COLUMNS):
-                yield {"id": field_id(d, c), "dataset_id": d, "name": f"c{c}", "type": "string", "from_schema": True, **when}
+                yield {"id": field_id(d, c), "dataset_id": d, "name": f"c{c}", "type": "string", "from_schema": True, "created_at": T0}
 
     def job_rows() -> Iterator[dict]:
         for chain in range(chains):
@@ -136,14 +136,8 @@ def build(store: Any, jobs: int) -> dict[str, int]:
             for step in range(CHAIN):
                 job = chain * CHAIN + step + 1
                 for d in job_inputs(chain, step):
-                    yield {"job_id": job, "dataset_id": d, "direction": "input", "first_seen": T0, "last_seen": T0}
-                yield {
-                    "job_id": job,
-                    "dataset_id": chain_dataset(chain, step + 1),
-                    "direction": "output",
-                    "first_seen": T0,
-                    "last_seen": T0,
-                }
+                    yield {"job_id": job, "dataset_id": d, "direction": "input", "first_seen": T0}
+                yield {"job_id": job, "dataset_id": chain_dataset(chain, step + 1), "direction": "output", "first_seen": T0}
 
     def lineage_rows() -> Iterator[dict]:
         for chain in range(chains):
@@ -156,8 +150,6 @@ def build(store: Any, jobs: int) -> dict[str, int]:
                         "output_field_id": field_id(target, c),
                         "masking": False,
                         "job_id": job,
-                        "first_seen": T0,
-                        "last_seen": T0,
                     }
                     yield {
                         **common,
@@ -268,7 +260,7 @@ def build_hubs(store: Any, jobs: int) -> dict[str, int]:
                     "name": f"c{c}",
                     "type": "string",
                     "from_schema": True,
-                    **when,
+                    "created_at": T0,
                 }
 
     def job_rows() -> Iterator[dict]:
@@ -285,7 +277,7 @@ def build_hubs(store: Any, jobs: int) -> dict[str, int]:
                 }
 
     def io_rows() -> Iterator[dict]:
-        seen = {"first_seen": T0, "last_seen": T0}
+        seen = {"first_seen": T0}
         for group in range(groups):
             for step in range(HUB_GROUP):
                 job = group * HUB_GROUP + step + 1
