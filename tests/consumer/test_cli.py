@@ -86,7 +86,10 @@ def test_create_topics_without_a_broker_is_one_line_and_a_nonzero_exit():
 def test_migrate_is_versioned_and_idempotent(store_url):
     first = _consumer("migrate", "--store", store_url)
     second = _consumer("migrate", env={"LINEAGE_STORE_URL": store_url})
-    assert first.stdout.strip() == "schema at revision 0011 (applied 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011)"
+    assert (
+        first.stdout.strip()
+        == "schema at revision 0011 (applied 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011)"
+    )
     assert second.stdout.strip() == "schema at revision 0011 (nothing to apply)"
 
 
