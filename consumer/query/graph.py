@@ -15,10 +15,14 @@ a non-indexed column and rebuilds it every step — 30-100x slower; the store is
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import attrs
 from sqlalchemy import Connection, bindparam, text
+
+from consumer.query.as_of import CURRENT, EdgeSource
+from consumer.store.schema import Time
 
 
 @attrs.frozen
@@ -81,21 +85,21 @@ def _ids_in_chunks(ids: Iterable[int]) -> Iterable[list[int]]:
         yield ordered[start : start + _IDS_PER_QUERY]
 
 
-def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int]) -> set[int]:
+def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int], edges: EdgeSource = CURRENT) -> set[int]:
     """DISTINCT `column` of the job_io rows whose `key` is one of `ids`."""
     found: set[int] = set()
-    sql = _id_lists(conn, f"SELECT DISTINCT {column} FROM job_io WHERE {key} IN :ids", "ids")  # noqa: S608 - column names from this module's constants; the ids are bound
+    sql = _id_lists(conn, f"SELECT DISTINCT {column} FROM {edges.job_io} io WHERE {key} IN :ids", "ids")  # noqa: S608 - column and table names from this module's constants and consumer.query.as_of; the ids are bound
     for chunk in _ids_in_chunks(ids):
         found.update(conn.execute(sql, {"ids": chunk}).scalars())
     return found
 
 
-def jobs_touching(conn: Connection, dataset_id: int) -> list[int]:
+def jobs_touching(conn: Connection, dataset_id: int, edges: EdgeSource = CURRENT) -> list[int]:
     """Jobs that read or write the dataset."""
-    return sorted(_column_of_io(conn, "job_id", "dataset_id", [dataset_id]))
+    return sorted(_column_of_io(conn, "job_id", "dataset_id", [dataset_id], edges))
 
 
-def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> list[int]:
+def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int, edges: EdgeSource = CURRENT) -> list[int]:
     """Jobs linked to `start_jobs` through shared datasets (either direction), within `depth` job hops
     (Marquez /lineage). Breadth-first, one level per step: the jobs sharing a not yet seen dataset with the
     newest jobs, so every job and dataset is expanded once however many paths lead to it. (A recursive
@@ -109,11 +113,12 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
     for _ in range(depth):
         if one_query and len(frontier) <= _IDS_PER_QUERY and len(seen_datasets) <= _IDS_PER_QUERY:
             # one round trip per level: what a chain of small jobs needs most
-            pairs = conn.execute(_NEXT_LEVEL, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
+            next_level = _NEXT_LEVEL if edges.is_current else _next_level(edges)
+            pairs = conn.execute(next_level, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
             datasets, jobs = {dataset for dataset, _ in pairs}, {job for _, job in pairs}
         else:  # the same in two steps, each in chunks of ids
-            datasets = _column_of_io(conn, "dataset_id", "job_id", frontier) - seen_datasets
-            jobs = _column_of_io(conn, "job_id", "dataset_id", datasets)
+            datasets = _column_of_io(conn, "dataset_id", "job_id", frontier, edges) - seen_datasets
+            jobs = _column_of_io(conn, "job_id", "dataset_id", datasets, edges)
         seen_datasets |= datasets
         frontier = jobs - reached
         if not frontier:
@@ -125,12 +130,16 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
 # The new datasets first, then their jobs: joining job_io to itself directly would pair every
 # frontier job with every job of a hub dataset they share before DISTINCT removes the repeats.
 # (Not used on PostgreSQL: see connected_jobs.)
-_NEXT_LEVEL = _expanding(
-    "SELECT DISTINCT dataset_id, job_id FROM job_io WHERE dataset_id IN "
-    "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
-    "frontier",
-    "seen",
-)
+def _next_level(edges: EdgeSource) -> Any:
+    return _expanding(
+        f"SELECT DISTINCT dataset_id, job_id FROM {edges.job_io} io WHERE dataset_id IN "  # noqa: S608 - table names from consumer.query.as_of
+        f"(SELECT dataset_id FROM {edges.job_io} io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
+        "frontier",
+        "seen",
+    )
+
+
+_NEXT_LEVEL = _next_level(CURRENT)
 
 
 def _existing_jobs(conn: Connection, job_ids: Sequence[int]) -> set[int]:
@@ -141,8 +150,8 @@ def _existing_jobs(conn: Connection, job_ids: Sequence[int]) -> set[int]:
     return found
 
 
-def job_io_of(conn: Connection, job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
-    sql = _id_lists(conn, "SELECT job_id, dataset_id, direction FROM job_io WHERE job_id IN :jobs", "jobs")
+def job_io_of(conn: Connection, job_ids: Sequence[int], edges: EdgeSource = CURRENT) -> list[tuple[int, int, str]]:
+    sql = _id_lists(conn, f"SELECT job_id, dataset_id, direction FROM {edges.job_io} io WHERE job_id IN :jobs", "jobs")  # noqa: S608 - table names from consumer.query.as_of
     rows = [tuple(row) for chunk in _ids_in_chunks(job_ids) for row in conn.execute(sql, {"jobs": chunk})]
     return sorted(rows)
 
@@ -154,72 +163,79 @@ WITH RECURSIVE walk(dataset_id, depth) AS (
     UNION
     SELECT far.dataset_id, w.depth + 1
     FROM walk w
-    JOIN job_io near ON near.dataset_id = w.dataset_id AND near.direction = :near
-    JOIN job_io far ON far.job_id = near.job_id AND far.direction = :far
+    JOIN {job_io} near ON near.dataset_id = w.dataset_id AND near.direction = :near
+    JOIN {job_io} far ON far.job_id = near.job_id AND far.direction = :far
     WHERE w.depth < :depth
 ),
 reached AS (SELECT dataset_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id)
 SELECT near.dataset_id AS near_dataset, near.job_id, far.dataset_id AS far_dataset, MIN(r.depth) + 1 AS depth
 FROM reached r
-JOIN job_io near ON near.dataset_id = r.dataset_id AND near.direction = :near
-LEFT JOIN job_io far ON far.job_id = near.job_id AND far.direction = :far
+JOIN {job_io} near ON near.dataset_id = r.dataset_id AND near.direction = :near
+LEFT JOIN {job_io} far ON far.job_id = near.job_id AND far.direction = :far
 WHERE r.depth < :depth
 GROUP BY near.dataset_id, near.job_id, far.dataset_id
 ORDER BY 4, 1, 2, 3
 """
 
 
-def table_edges(conn: Connection, start_dataset: int, depth: int, upstream: bool) -> list[TableEdge]:
+def table_edges(conn: Connection, start_dataset: int, depth: int, upstream: bool, edges: EdgeSource = CURRENT) -> list[TableEdge]:
     """Every (input dataset) -job-> (output dataset) step within `depth` steps up- or downstream of a dataset."""
     near, far = ("output", "input") if upstream else ("input", "output")
-    rows = conn.execute(text(_TABLE_WALK), {"start": start_dataset, "near": near, "far": far, "depth": depth})
-    edges = []
+    sql = text(_TABLE_WALK.format(job_io=edges.job_io))
+    rows = conn.execute(sql, {"start": start_dataset, "near": near, "far": far, "depth": depth})
+    found = []
     for near_dataset, job, far_dataset, step in rows:
         if upstream:
-            edges.append(TableEdge(output_dataset=near_dataset, job_id=job, input_dataset=far_dataset, depth=step))
+            found.append(TableEdge(output_dataset=near_dataset, job_id=job, input_dataset=far_dataset, depth=step))
         elif far_dataset is not None:
-            edges.append(TableEdge(output_dataset=far_dataset, job_id=job, input_dataset=near_dataset, depth=step))
-    return edges
+            found.append(TableEdge(output_dataset=far_dataset, job_id=job, input_dataset=near_dataset, depth=step))
+    return found
 
 
 # ---------------------------------------------------------------- column lineage
 
 _FIELD_WALK = """
 WITH RECURSIVE walk(lineage_id, next_field, depth) AS (
-    SELECT cl.id, cl.{far}, 1 FROM column_lineage cl
+    SELECT cl.id, cl.{far}, 1 FROM {column_lineage} cl
     WHERE cl.{near} IN :start AND :depth >= 1 {direct}
     UNION
     SELECT cl.id, cl.{far}, w.depth + 1
-    FROM walk w JOIN column_lineage cl ON cl.{near} = w.next_field
+    FROM walk w JOIN {column_lineage} cl ON cl.{near} = w.next_field
     WHERE w.depth < :depth {direct}
 )
 SELECT cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype,
        cl.transformation_description, cl.masking, cl.job_id, w.depth
 FROM (SELECT lineage_id, MIN(depth) AS depth FROM walk GROUP BY lineage_id) w
-JOIN column_lineage cl ON cl.id = w.lineage_id
+JOIN {column_lineage} cl ON cl.id = w.lineage_id
 WHERE cl.output_field_id IS NOT NULL
 ORDER BY w.depth, cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype
 """
 
 
 def field_edges(
-    conn: Connection, start_fields: Sequence[int], depth: int, upstream: bool, direct_only: bool = False
+    conn: Connection,
+    start_fields: Sequence[int],
+    depth: int,
+    upstream: bool,
+    direct_only: bool = False,
+    edges: EdgeSource = CURRENT,
 ) -> list[FieldEdge]:
     """Field-level edges reached from `start_fields` within `depth` steps (upstream: towards the sources)."""
     if not start_fields:
         return []
     near, far = ("output_field_id", "input_field_id") if upstream else ("input_field_id", "output_field_id")
-    sql = _FIELD_WALK.format(near=near, far=far, direct="AND cl.transformation_type = 'DIRECT'" if direct_only else "")
+    direct = "AND cl.transformation_type = 'DIRECT'" if direct_only else ""
+    sql = _FIELD_WALK.format(near=near, far=far, direct=direct, column_lineage=edges.column_lineage)
     rows = conn.execute(_expanding(sql, "start"), {"start": list(start_fields), "depth": depth})
     return [FieldEdge(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7]) for row in rows]
 
 
-def dataset_level_inputs(conn: Connection, dataset_id: int) -> list[FieldEdge]:
+def dataset_level_inputs(conn: Connection, dataset_id: int, edges: EdgeSource = CURRENT) -> list[FieldEdge]:
     """The dataset-level INDIRECT inputs of a dataset (column-lineage rows without an output field)."""
     sql = text(
-        """SELECT transformation_type, transformation_subtype, transformation_description, masking, job_id, input_field_id
-           FROM column_lineage WHERE output_dataset_id = :d AND output_field_id IS NULL
-           ORDER BY input_field_id, transformation_type, transformation_subtype"""
+        f"""SELECT transformation_type, transformation_subtype, transformation_description, masking, job_id, input_field_id
+           FROM {edges.column_lineage} cl WHERE output_dataset_id = :d AND output_field_id IS NULL
+           ORDER BY input_field_id, transformation_type, transformation_subtype"""  # noqa: S608 - a table name from consumer.query.as_of
     )
     return [
         FieldEdge(
@@ -271,7 +287,7 @@ WITH RECURSIVE walk(dataset_id, snapshot_id, depth) AS (
       ON near.dataset_id = w.dataset_id AND near.snapshot_id = w.snapshot_id AND near.direction = :near
     JOIN snapshot_lineage far
       ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
-    WHERE w.depth < :depth
+    WHERE w.depth < :depth {runs_then}
 ),
 reached AS (SELECT dataset_id, snapshot_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id, snapshot_id)
 SELECT near.dataset_id, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
@@ -281,18 +297,31 @@ JOIN snapshot_lineage near
   ON near.dataset_id = r.dataset_id AND near.snapshot_id = r.snapshot_id AND near.direction = :near
 JOIN snapshot_lineage far
   ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
-WHERE r.depth < :depth
+WHERE r.depth < :depth {runs_then}
 GROUP BY near.dataset_id, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
          far.dataset_id, far.snapshot_id, {output}.created_at
 ORDER BY 9, 5, 1, 6
 """
 
 
-def snapshot_steps(conn: Connection, dataset_id: int, snapshot_id: str, depth: int, upstream: bool) -> list[SnapshotStep]:
-    """Each (input snapshot) -job, batch-> (output snapshot) step within `depth` steps of (dataset, snapshot)."""
+# As of an instant, the steps of the runs created by then only (a run's steps share its run_id).
+_RUNS_THEN = "AND near.run_id IN (SELECT id FROM runs WHERE created_at <= :as_of)"
+
+
+def _at(sql: str, as_of: datetime | None) -> Any:
+    """`sql` with an `:as_of` instant bound as the store's times are (UTC text on SQLite)."""
+    return text(sql).bindparams(bindparam("as_of", type_=Time)) if as_of is not None else text(sql)
+
+
+def snapshot_steps(
+    conn: Connection, dataset_id: int, snapshot_id: str, depth: int, upstream: bool, as_of: datetime | None = None
+) -> list[SnapshotStep]:
+    """Each (input snapshot) -job, batch-> (output snapshot) step within `depth` steps of (dataset, snapshot);
+    with `as_of`, of the runs created at or before that instant."""
     near, far = ("output", "input") if upstream else ("input", "output")
-    sql = _SNAPSHOT_WALK.format(output="near" if upstream else "far")
-    rows = conn.execute(text(sql), {"dataset": dataset_id, "snapshot": snapshot_id, "near": near, "far": far, "depth": depth})
+    sql = _SNAPSHOT_WALK.format(output="near" if upstream else "far", runs_then=_RUNS_THEN if as_of else "")
+    parameters = {"dataset": dataset_id, "snapshot": snapshot_id, "near": near, "far": far, "depth": depth}
+    rows = conn.execute(_at(sql, as_of), {**parameters, **({"as_of": as_of} if as_of else {})})
     steps = []
     for near_ds, near_snap, job, run, barrier, far_ds, far_snap, created, step in rows:
         if upstream:
@@ -302,9 +331,11 @@ def snapshot_steps(conn: Connection, dataset_id: int, snapshot_id: str, depth: i
     return steps
 
 
-def snapshot_exists(conn: Connection, dataset_id: int, snapshot_id: str) -> bool:
-    sql = text("SELECT 1 FROM snapshot_lineage WHERE dataset_id = :d AND snapshot_id = :s")
-    return conn.execute(sql, {"d": dataset_id, "s": snapshot_id}).first() is not None
+def snapshot_exists(conn: Connection, dataset_id: int, snapshot_id: str, as_of: datetime | None = None) -> bool:
+    """Whether a run (created at or before `as_of`, when given) read or wrote the snapshot."""
+    sql = "SELECT 1 FROM snapshot_lineage near WHERE dataset_id = :d AND snapshot_id = :s " + (_RUNS_THEN if as_of else "")  # noqa: S608 - a constant of this module
+    parameters = {"d": dataset_id, "s": snapshot_id, **({"as_of": as_of} if as_of else {})}
+    return conn.execute(_at(sql, as_of), parameters).first() is not None
 
 
 def produced_snapshots(conn: Connection, dataset_id: int, limit: int) -> list[tuple[str, Any, int, int, int]]:
