@@ -9,9 +9,11 @@ Most jobs run today the version they ran at T, and their rows are the stored one
 version at T differs from the one the tables hold now ("replaced" jobs) get rows of their own: built from
 their version's content, ids resolved by natural key (rows of datasets and fields are never deleted, so
 every name an old version holds has a row), in temporary tables of the request's connection. The walks
-then read `EdgeSource.job_io` / `.column_lineage`: the stored rows minus the replaced jobs', plus theirs.
-Without an instant the source is the two tables themselves: the same SQL text as always.
+then read the stored rows of the other jobs and those rows, each query once per `EdgeSource` branch
+(`consumer.query.graph`). Without an instant the one branch is the stored table: the walks' SQL as always.
 """
+
+# ruff: noqa: S608 - the SQL built here names this module's constant tables and columns; every value is bound
 
 from __future__ import annotations
 
@@ -30,12 +32,22 @@ from consumer.store import schema as s
 _CHUNK = 5_000
 
 
+Branch = tuple[str, str]  # a table, and the condition ("AND ...") its rows of `{alias}` must meet
+
+
 @attrs.frozen
 class EdgeSource:
-    """What the walks read as `job_io` and `column_lineage`: table names, or subqueries with their columns."""
+    """What the walks read as `job_io` and `column_lineage`: the rows of each branch (table and condition),
+    together. `overlay_*`: the branches as one UNION ALL subquery and the condition on its rows, for a
+    recursive step on PostgreSQL (which takes one recursive term; it plans the subquery as one appended
+    table with index lookups into each); None: one recursive term per branch (SQLite, whose planner would
+    materialize the subquery)."""
 
-    job_io: str = "job_io"
-    column_lineage: str = "column_lineage"
+    job_io: tuple[Branch, ...] = (("job_io", ""),)
+    column_lineage: tuple[Branch, ...] = (("column_lineage", ""),)
+    overlay_job_io: Branch | None = None
+    overlay_column_lineage: Branch | None = None
+    parameters: Mapping[str, Any] = attrs.field(factory=dict)
     instant: datetime | None = None  # None: now
 
     @property
@@ -100,61 +112,70 @@ def edges_as_of(conn: Connection, instant: datetime | None) -> Iterator[EdgeSour
     _create_tables(conn)
     try:
         _fill(conn, replaced)
-        yield EdgeSource(
-            job_io=_overlay(_IO_COLUMNS, "job_io", _IO),
-            column_lineage=_overlay(_EDGE_COLUMNS, "column_lineage", _EDGES),
-            instant=instant,
-        )
+        yield _source(conn, instant, sorted(replaced))
     finally:
         for table in (_REPLACED, _IO, _EDGES):
             conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
 
 
-def _overlay(columns: str, stored: str, own: str) -> str:
-    return (
-        f"(SELECT {columns} FROM {stored} WHERE job_id NOT IN (SELECT job_id FROM {_REPLACED}) "  # noqa: S608 - table and column names are this module's constants
-        f"UNION ALL SELECT {columns} FROM {own})"
+def _source(conn: Connection, instant: datetime, replaced: list[int]) -> EdgeSource:
+    if conn.dialect.name != "postgresql":
+        others = f"AND {{alias}}.job_id NOT IN (SELECT job_id FROM {_REPLACED})"
+        return EdgeSource(
+            job_io=(("job_io", others), (_IO, "")), column_lineage=(("column_lineage", others), (_EDGES, "")), instant=instant
+        )
+    conn.execute(text(f"ANALYZE {_IO}, {_EDGES}"))  # the planner's row counts of the new tables (none until analyzed)
+    others = "AND {alias}.job_id <> ALL(CAST(:as_of_replaced AS bigint[]))"
+    # PostgreSQL appends the members of a UNION ALL (index lookups into each) only when they have no WHERE:
+    # the condition on the stored rows is the outer query's
+    overlay = "AND ({alias}.built = 1 OR {alias}.job_id <> ALL(CAST(:as_of_replaced AS bigint[])))"
+    return EdgeSource(
+        job_io=(("job_io", others), (_IO, "")),
+        column_lineage=(("column_lineage", others), (_EDGES, "")),
+        overlay_job_io=(_overlay(_IO_COLUMNS, "job_io", _IO), overlay),
+        overlay_column_lineage=(_overlay(_EDGE_COLUMNS, "column_lineage", _EDGES), overlay),
+        parameters={"as_of_replaced": replaced},
+        instant=instant,
     )
+
+
+def _overlay(columns: str, stored: str, built: str) -> str:
+    return f"(SELECT {columns}, 0 AS built FROM {stored} UNION ALL SELECT {columns}, 1 AS built FROM {built})"
 
 
 def _create_tables(conn: Connection) -> None:
+    """The replaced jobs and their rows, with the stored tables' column types (PostgreSQL plans a UNION ALL of
+    the stored and these rows as one appended table, index lookups into each, only when the types match)."""
     for table in (_REPLACED, _IO, _EDGES):
         conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
-    integer = "BIGINT" if conn.dialect.name == "postgresql" else "INTEGER"
-    conn.execute(text(f"CREATE TEMPORARY TABLE {_REPLACED} (job_id {integer} PRIMARY KEY)"))
-    conn.execute(
-        text(f"CREATE TEMPORARY TABLE {_IO} (id {integer} PRIMARY KEY, job_id {integer}, dataset_id {integer}, direction TEXT)")
-    )
-    conn.execute(
-        text(
-            f"CREATE TEMPORARY TABLE {_EDGES} (id {integer} PRIMARY KEY, output_dataset_id {integer}, "
-            f"output_field_id {integer}, input_dataset_id {integer}, input_field_id {integer}, transformation_type TEXT, "
-            f"transformation_subtype TEXT, transformation_description TEXT, masking BOOLEAN, job_id {integer})"
-        )
-    )
+    conn.execute(text(f"CREATE TEMPORARY TABLE {_REPLACED} AS SELECT id AS job_id FROM jobs WHERE 1 = 0"))
+    conn.execute(text(f"CREATE TEMPORARY TABLE {_IO} AS SELECT {_IO_COLUMNS} FROM job_io WHERE 1 = 0"))
+    conn.execute(text(f"CREATE TEMPORARY TABLE {_EDGES} AS SELECT {_EDGE_COLUMNS} FROM column_lineage WHERE 1 = 0"))
     # the lookups the walks make on the stored tables
+    conn.execute(text(f"CREATE UNIQUE INDEX {_REPLACED}_job ON {_REPLACED} (job_id)"))
     conn.execute(text(f"CREATE INDEX {_IO}_dataset ON {_IO} (dataset_id, direction)"))
     conn.execute(text(f"CREATE INDEX {_IO}_job ON {_IO} (job_id, direction)"))
+    conn.execute(text(f"CREATE UNIQUE INDEX {_EDGES}_id ON {_EDGES} (id)"))
     conn.execute(text(f"CREATE INDEX {_EDGES}_output ON {_EDGES} (output_field_id)"))
     conn.execute(text(f"CREATE INDEX {_EDGES}_input ON {_EDGES} (input_field_id)"))
     conn.execute(text(f"CREATE INDEX {_EDGES}_dataset ON {_EDGES} (output_dataset_id)"))
 
 
 def _fill(conn: Connection, replaced: Mapping[int, int | None]) -> None:
-    conn.execute(text(f"INSERT INTO {_REPLACED} (job_id) VALUES (:job)"), [{"job": job} for job in sorted(replaced)])  # noqa: S608 - table and column names are this module's constants
+    conn.execute(text(f"INSERT INTO {_REPLACED} (job_id) VALUES (:job)"), [{"job": job} for job in sorted(replaced)])
     contents = _contents(conn, {version for version in replaced.values() if version is not None})
     by_job = {job: contents[version] for job, version in replaced.items() if version is not None}
     io_rows, edge_rows = lineage_rows(conn, by_job)
     # negative ids: never one of a stored row (the column walk finds its rows by id)
     if io_rows:
         conn.execute(
-            text(f"INSERT INTO {_IO} ({_IO_COLUMNS}) VALUES (:id, :job_id, :dataset_id, :direction)"),  # noqa: S608 - table and column names are this module's constants
+            text(f"INSERT INTO {_IO} ({_IO_COLUMNS}) VALUES (:id, :job_id, :dataset_id, :direction)"),
             [{"id": -(n + 1), **row} for n, row in enumerate(io_rows)],
         )
     if edge_rows:
         conn.execute(
             text(
-                f"INSERT INTO {_EDGES} ({_EDGE_COLUMNS}) VALUES (:id, :output_dataset_id, :output_field_id, :input_dataset_id, "  # noqa: S608 - table and column names are this module's constants
+                f"INSERT INTO {_EDGES} ({_EDGE_COLUMNS}) VALUES (:id, :output_dataset_id, :output_field_id, :input_dataset_id, "
                 ":input_field_id, :transformation_type, :transformation_subtype, :transformation_description, :masking, :job_id)"
             ),
             [{"id": -(n + 1), **row} for n, row in enumerate(edge_rows)],

@@ -85,12 +85,30 @@ def _ids_in_chunks(ids: Iterable[int]) -> Iterable[list[int]]:
         yield ordered[start : start + _IDS_PER_QUERY]
 
 
+# ---------------------------------------------------------------- the rows walked (consumer.query.as_of)
+# A query reads job_io or column_lineage as %EDGES% (and ends its WHERE with %ONLY%): it is run once per
+# branch of the EdgeSource, the branches' rows together. Today's source has one branch, the table itself.
+
+
+def _each(sql: str, branches: Sequence[tuple[str, str]], alias: str, joiner: str) -> str:
+    """`sql` over each branch (its table as %EDGES%, its condition on `alias` as %ONLY%), joined by `joiner`."""
+    return f"\n{joiner}\n".join(
+        sql.replace("%EDGES%", table).replace("%ONLY%", only.format(alias=alias)) for table, only in branches
+    )
+
+
+def _step(sql: str, branches: Sequence[tuple[str, str]], overlay: tuple[str, str] | None, alias: str) -> str:
+    """The recursive step of a walk over the branches: one recursive term per branch, or one over `overlay`."""
+    return _each(sql, branches if overlay is None else [overlay], alias, "UNION")
+
+
 def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int], edges: EdgeSource = CURRENT) -> set[int]:
     """DISTINCT `column` of the job_io rows whose `key` is one of `ids`."""
     found: set[int] = set()
-    sql = _id_lists(conn, f"SELECT DISTINCT {column} FROM {edges.job_io} io WHERE {key} IN :ids", "ids")  # noqa: S608 - column and table names from this module's constants and consumer.query.as_of; the ids are bound
+    sql = _each(f"SELECT DISTINCT {column} FROM %EDGES% io WHERE {key} IN :ids %ONLY%", edges.job_io, "io", "UNION")  # noqa: S608 - column names from this module's constants; the ids are bound
+    statement = _id_lists(conn, sql, "ids")
     for chunk in _ids_in_chunks(ids):
-        found.update(conn.execute(sql, {"ids": chunk}).scalars())
+        found.update(conn.execute(statement, {"ids": chunk, **edges.parameters}).scalars())
     return found
 
 
@@ -109,12 +127,11 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int, edge
     frontier, seen_datasets = set(reached), set[int]()
     # PostgreSQL's planner estimates a hub dataset's jobs from the average and hash-joins the
     # whole of job_io in the one-query form: there, two index lookups per level are faster.
-    one_query = conn.dialect.name != "postgresql"
+    one_query = conn.dialect.name != "postgresql" and edges.is_current
     for _ in range(depth):
         if one_query and len(frontier) <= _IDS_PER_QUERY and len(seen_datasets) <= _IDS_PER_QUERY:
             # one round trip per level: what a chain of small jobs needs most
-            next_level = _NEXT_LEVEL if edges.is_current else _next_level(edges)
-            pairs = conn.execute(next_level, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
+            pairs = conn.execute(_NEXT_LEVEL, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
             datasets, jobs = {dataset for dataset, _ in pairs}, {job for _, job in pairs}
         else:  # the same in two steps, each in chunks of ids
             datasets = _column_of_io(conn, "dataset_id", "job_id", frontier, edges) - seen_datasets
@@ -129,17 +146,13 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int, edge
 
 # The new datasets first, then their jobs: joining job_io to itself directly would pair every
 # frontier job with every job of a hub dataset they share before DISTINCT removes the repeats.
-# (Not used on PostgreSQL: see connected_jobs.)
-def _next_level(edges: EdgeSource) -> Any:
-    return _expanding(
-        f"SELECT DISTINCT dataset_id, job_id FROM {edges.job_io} io WHERE dataset_id IN "  # noqa: S608 - table names from consumer.query.as_of
-        f"(SELECT dataset_id FROM {edges.job_io} io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
-        "frontier",
-        "seen",
-    )
-
-
-_NEXT_LEVEL = _next_level(CURRENT)
+# (Not used on PostgreSQL, see connected_jobs, nor as of an instant.)
+_NEXT_LEVEL = _expanding(
+    "SELECT DISTINCT dataset_id, job_id FROM job_io WHERE dataset_id IN "
+    "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
+    "frontier",
+    "seen",
+)
 
 
 def _existing_jobs(conn: Connection, job_ids: Sequence[int]) -> set[int]:
@@ -151,38 +164,52 @@ def _existing_jobs(conn: Connection, job_ids: Sequence[int]) -> set[int]:
 
 
 def job_io_of(conn: Connection, job_ids: Sequence[int], edges: EdgeSource = CURRENT) -> list[tuple[int, int, str]]:
-    sql = _id_lists(conn, f"SELECT job_id, dataset_id, direction FROM {edges.job_io} io WHERE job_id IN :jobs", "jobs")  # noqa: S608 - table names from consumer.query.as_of
-    rows = [tuple(row) for chunk in _ids_in_chunks(job_ids) for row in conn.execute(sql, {"jobs": chunk})]
+    sql = _each(
+        "SELECT job_id, dataset_id, direction FROM %EDGES% io WHERE job_id IN :jobs %ONLY%", edges.job_io, "io", "UNION ALL"
+    )
+    statement = _id_lists(conn, sql, "jobs")
+    rows = [
+        tuple(row) for chunk in _ids_in_chunks(job_ids) for row in conn.execute(statement, {"jobs": chunk, **edges.parameters})
+    ]
     return sorted(rows)
 
 
 # upstream: from a dataset to the jobs that wrote it, to the datasets those jobs read
-_TABLE_WALK = """
-WITH RECURSIVE walk(dataset_id, depth) AS (
-    SELECT id, 0 FROM datasets WHERE id = :start
-    UNION
+_TABLE_STEP = """
     SELECT far.dataset_id, w.depth + 1
     FROM walk w
-    JOIN {job_io} near ON near.dataset_id = w.dataset_id AND near.direction = :near
-    JOIN {job_io} far ON far.job_id = near.job_id AND far.direction = :far
-    WHERE w.depth < :depth
-),
-reached AS (SELECT dataset_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id)
+    JOIN %EDGES% near ON near.dataset_id = w.dataset_id AND near.direction = :near
+    JOIN %EDGES% far ON far.job_id = near.job_id AND far.direction = :far
+    WHERE w.depth < :depth %ONLY%"""
+_TABLE_ANSWER = """
 SELECT near.dataset_id AS near_dataset, near.job_id, far.dataset_id AS far_dataset, MIN(r.depth) + 1 AS depth
 FROM reached r
-JOIN {job_io} near ON near.dataset_id = r.dataset_id AND near.direction = :near
-LEFT JOIN {job_io} far ON far.job_id = near.job_id AND far.direction = :far
-WHERE r.depth < :depth
-GROUP BY near.dataset_id, near.job_id, far.dataset_id
+JOIN %EDGES% near ON near.dataset_id = r.dataset_id AND near.direction = :near
+LEFT JOIN %EDGES% far ON far.job_id = near.job_id AND far.direction = :far
+WHERE r.depth < :depth %ONLY%
+GROUP BY near.dataset_id, near.job_id, far.dataset_id"""
+
+
+def _table_walk(edges: EdgeSource) -> str:
+    return f"""
+WITH RECURSIVE walk(dataset_id, depth) AS (
+    SELECT id, 0 FROM datasets WHERE id = :start
+    UNION{_step(_TABLE_STEP, edges.job_io, edges.overlay_job_io, "near")}
+),
+reached AS (SELECT dataset_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id)
+{_each(_TABLE_ANSWER, edges.job_io, "near", "UNION ALL")}
 ORDER BY 4, 1, 2, 3
-"""
+"""  # noqa: S608 - tables and conditions from consumer.query.as_of; the values are bound
+
+
+_CURRENT_TABLE_WALK = _table_walk(CURRENT)
 
 
 def table_edges(conn: Connection, start_dataset: int, depth: int, upstream: bool, edges: EdgeSource = CURRENT) -> list[TableEdge]:
     """Every (input dataset) -job-> (output dataset) step within `depth` steps up- or downstream of a dataset."""
     near, far = ("output", "input") if upstream else ("input", "output")
-    sql = text(_TABLE_WALK.format(job_io=edges.job_io))
-    rows = conn.execute(sql, {"start": start_dataset, "near": near, "far": far, "depth": depth})
+    sql = text(_CURRENT_TABLE_WALK if edges.is_current else _table_walk(edges))
+    rows = conn.execute(sql, {"start": start_dataset, "near": near, "far": far, "depth": depth, **edges.parameters})
     found = []
     for near_dataset, job, far_dataset, step in rows:
         if upstream:
@@ -194,21 +221,30 @@ def table_edges(conn: Connection, start_dataset: int, depth: int, upstream: bool
 
 # ---------------------------------------------------------------- column lineage
 
-_FIELD_WALK = """
-WITH RECURSIVE walk(lineage_id, next_field, depth) AS (
-    SELECT cl.id, cl.{far}, 1 FROM {column_lineage} cl
-    WHERE cl.{near} IN :start AND :depth >= 1 {direct}
-    UNION
+_FIELD_START = "SELECT cl.id, cl.{far}, 1 FROM %EDGES% cl WHERE cl.{near} IN :start AND :depth >= 1 {direct} %ONLY%"
+_FIELD_STEP = """
     SELECT cl.id, cl.{far}, w.depth + 1
-    FROM walk w JOIN {column_lineage} cl ON cl.{near} = w.next_field
-    WHERE w.depth < :depth {direct}
-)
+    FROM walk w JOIN %EDGES% cl ON cl.{near} = w.next_field
+    WHERE w.depth < :depth {direct} %ONLY%"""
+# a walked row's id names it in its own branch (rows built for an instant have negative ids)
+_FIELD_ANSWER = """
 SELECT cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype,
        cl.transformation_description, cl.masking, cl.job_id, w.depth
 FROM (SELECT lineage_id, MIN(depth) AS depth FROM walk GROUP BY lineage_id) w
-JOIN {column_lineage} cl ON cl.id = w.lineage_id
-WHERE cl.output_field_id IS NOT NULL
-ORDER BY w.depth, cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype
+JOIN %EDGES% cl ON cl.id = w.lineage_id
+WHERE cl.output_field_id IS NOT NULL"""
+
+
+def _field_walk(edges: EdgeSource, near: str, far: str, direct: str) -> str:
+    branches, names = edges.column_lineage, {"near": near, "far": far, "direct": direct}
+    no_condition = [(table, "") for table, _ in branches]
+    return f"""
+WITH RECURSIVE walk(lineage_id, next_field, depth) AS (
+    {_each(_FIELD_START.format(**names), branches, "cl", "UNION")}
+    UNION{_step(_FIELD_STEP.format(**names), branches, edges.overlay_column_lineage, "cl")}
+)
+{_each(_FIELD_ANSWER, no_condition, "cl", "UNION ALL")}
+ORDER BY 8, 1, 2, 3, 4
 """
 
 
@@ -225,18 +261,16 @@ def field_edges(
         return []
     near, far = ("output_field_id", "input_field_id") if upstream else ("input_field_id", "output_field_id")
     direct = "AND cl.transformation_type = 'DIRECT'" if direct_only else ""
-    sql = _FIELD_WALK.format(near=near, far=far, direct=direct, column_lineage=edges.column_lineage)
-    rows = conn.execute(_expanding(sql, "start"), {"start": list(start_fields), "depth": depth})
+    sql = _field_walk(edges, near, far, direct)
+    rows = conn.execute(_expanding(sql, "start"), {"start": list(start_fields), "depth": depth, **edges.parameters})
     return [FieldEdge(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7]) for row in rows]
 
 
 def dataset_level_inputs(conn: Connection, dataset_id: int, edges: EdgeSource = CURRENT) -> list[FieldEdge]:
     """The dataset-level INDIRECT inputs of a dataset (column-lineage rows without an output field)."""
-    sql = text(
-        f"""SELECT transformation_type, transformation_subtype, transformation_description, masking, job_id, input_field_id
-           FROM {edges.column_lineage} cl WHERE output_dataset_id = :d AND output_field_id IS NULL
-           ORDER BY input_field_id, transformation_type, transformation_subtype"""  # noqa: S608 - a table name from consumer.query.as_of
-    )
+    query = """SELECT transformation_type, transformation_subtype, transformation_description, masking, job_id, input_field_id
+           FROM %EDGES% cl WHERE output_dataset_id = :d AND output_field_id IS NULL %ONLY%"""
+    sql = text(_each(query, edges.column_lineage, "cl", "UNION ALL") + "\nORDER BY 6, 1, 2")
     return [
         FieldEdge(
             output_field=0,
@@ -248,7 +282,7 @@ def dataset_level_inputs(conn: Connection, dataset_id: int, edges: EdgeSource = 
             job_id=row[4],
             depth=1,
         )
-        for row in conn.execute(sql, {"d": dataset_id})
+        for row in conn.execute(sql, {"d": dataset_id, **edges.parameters})
     ]
 
 
