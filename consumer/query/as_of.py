@@ -64,23 +64,18 @@ _EDGE_COLUMNS = (
 )
 _REPLACED, _IO, _EDGES = "as_of_replaced_jobs", "as_of_job_io", "as_of_column_lineage"
 
-# Per job, its runs that ran a version by T, best first: finished by T, then the latest created.
-_VERSIONS_AT = """
-WITH ranked AS (
-    SELECT job_id, job_version_id,
-           ROW_NUMBER() OVER (
-               PARTITION BY job_id
-               ORDER BY CASE WHEN ended_at IS NOT NULL AND ended_at <= :instant THEN 0 ELSE 1 END,
-                        created_at DESC, uuid DESC
-           ) AS place
-    FROM runs WHERE job_version_id IS NOT NULL AND created_at <= :instant
-)
+# Per job, through the index on runs (job_id, created_at): its latest run by T that ran a version and
+# had finished by T, its latest run by T that ran a version, and what it declared and holds now.
+_RUN_BY = """(SELECT r.job_version_id FROM runs r
+     WHERE r.job_id = j.id AND r.created_at <= :instant AND r.job_version_id IS NOT NULL {finished}
+     ORDER BY r.created_at DESC, r.uuid DESC LIMIT 1)"""
+_VERSIONS_AT = f"""
 SELECT j.id,
        CASE WHEN j.lineage_retired_at IS NOT NULL AND j.lineage_retired_at <= :instant THEN NULL
-            WHEN r.job_version_id IS NOT NULL THEN r.job_version_id
-            WHEN j.declared_at <= :instant THEN j.declared_version_id END AS then_version,
+            ELSE COALESCE({_RUN_BY.format(finished="AND r.ended_at <= :instant")}, {_RUN_BY.format(finished="")},
+                          CASE WHEN j.declared_at <= :instant THEN j.declared_version_id END) END AS then_version,
        CASE WHEN j.lineage_retired_at IS NULL THEN j.current_version_id END AS now_version
-FROM jobs j LEFT JOIN ranked r ON r.job_id = j.id AND r.place = 1
+FROM jobs j
 """
 
 
@@ -167,19 +162,22 @@ def _fill(conn: Connection, replaced: Mapping[int, int | None]) -> None:
     by_job = {job: contents[version] for job, version in replaced.items() if version is not None}
     io_rows, edge_rows = lineage_rows(conn, by_job)
     # negative ids: never one of a stored row (the column walk finds its rows by id)
-    if io_rows:
-        conn.execute(
-            text(f"INSERT INTO {_IO} ({_IO_COLUMNS}) VALUES (:id, :job_id, :dataset_id, :direction)"),
-            [{"id": -(n + 1), **row} for n, row in enumerate(io_rows)],
-        )
-    if edge_rows:
-        conn.execute(
-            text(
-                f"INSERT INTO {_EDGES} ({_EDGE_COLUMNS}) VALUES (:id, :output_dataset_id, :output_field_id, :input_dataset_id, "
-                ":input_field_id, :transformation_type, :transformation_subtype, :transformation_description, :masking, :job_id)"
-            ),
-            [{"id": -(n + 1), **row} for n, row in enumerate(edge_rows)],
-        )
+    _insert(conn, _IO, _IO_COLUMNS, [(-(n + 1), *row.values()) for n, row in enumerate(io_rows)])
+    _insert(
+        conn,
+        _EDGES,
+        _EDGE_COLUMNS,
+        [(-(n + 1), *(row[c] for c in _EDGE_COLUMNS.split(", ")[1:])) for n, row in enumerate(edge_rows)],
+    )
+
+
+def _insert(conn: Connection, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
+    """Rows as tuples straight to the driver (thousands of rows: SQLAlchemy's per-row parameter work would dominate)."""
+    if not rows:
+        return
+    marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    placeholders = ", ".join([marker] * len(rows[0]))
+    conn.exec_driver_sql(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", rows)
 
 
 def _contents(conn: Connection, version_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
@@ -234,23 +232,25 @@ def lineage_rows(
                 known["masking"],
             ):
                 edge_rows[key] = row
-    return sorted(io_rows, key=lambda r: (r["job_id"], r["dataset_id"], r["direction"])), [
-        edge_rows[key] for key in sorted(edge_rows, key=repr)
-    ]
+    return io_rows, list(edge_rows.values())
 
 
 def _dataset_ids(conn: Connection, keys: set[DatasetKey]) -> dict[DatasetKey, int]:
+    """Row ids of datasets by (namespace, name), through the unique index on (namespace_id, name)."""
+    by_namespace: dict[str, list[str]] = {}
+    for namespace, name in keys:
+        by_namespace.setdefault(namespace, []).append(name)
+    namespace_ids = dict(
+        conn.execute(select(s.namespaces.c.name, s.namespaces.c.id).where(s.namespaces.c.name.in_(sorted(by_namespace)))).all()
+    )
     found: dict[DatasetKey, int] = {}
-    names = sorted({name for _, name in keys})
-    for start in range(0, len(names), _CHUNK):
-        query = (
-            select(s.datasets.c.id, s.namespaces.c.name, s.datasets.c.name)
-            .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
-            .where(s.datasets.c.name.in_(names[start : start + _CHUNK]))
-        )
-        for row_id, namespace, name in conn.execute(query):
-            if (namespace, name) in keys:
-                found[(namespace, name)] = row_id
+    for namespace, names in by_namespace.items():
+        names.sort()
+        for start in range(0, len(names), _CHUNK):
+            query = select(s.datasets.c.name, s.datasets.c.id).where(
+                s.datasets.c.namespace_id == namespace_ids.get(namespace), s.datasets.c.name.in_(names[start : start + _CHUNK])
+            )
+            found.update({(namespace, name): row_id for name, row_id in conn.execute(query)})
     return found
 
 
