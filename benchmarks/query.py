@@ -118,7 +118,7 @@ def build(store: Any, jobs: int) -> dict[str, int]:
     def field_rows() -> Iterator[dict]:
         for d in range(1, datasets + 1):
             for c in range(COLUMNS):
-                yield {"id": field_id(d, c), "dataset_id": d, "name": f"c{c}", "type": "string", "from_schema": True, **when}
+                yield {"id": field_id(d, c), "dataset_id": d, "name": f"c{c}", "type": "string", "from_schema": True, "created_at": T0}
 
     def job_rows() -> Iterator[dict]:
         for chain in range(chains):
@@ -141,14 +141,8 @@ def build(store: Any, jobs: int) -> dict[str, int]:
             for step in range(CHAIN):
                 job = chain * CHAIN + step + 1
                 for d in job_inputs(chain, step):
-                    yield {"job_id": job, "dataset_id": d, "direction": "input", "first_seen": T0, "last_seen": T0}
-                yield {
-                    "job_id": job,
-                    "dataset_id": chain_dataset(chain, step + 1),
-                    "direction": "output",
-                    "first_seen": T0,
-                    "last_seen": T0,
-                }
+                    yield {"job_id": job, "dataset_id": d, "direction": "input", "first_seen": T0}
+                yield {"job_id": job, "dataset_id": chain_dataset(chain, step + 1), "direction": "output", "first_seen": T0}
 
     def lineage_rows() -> Iterator[dict]:
         for chain in range(chains):
@@ -161,8 +155,6 @@ def build(store: Any, jobs: int) -> dict[str, int]:
                         "output_field_id": field_id(target, c),
                         "masking": False,
                         "job_id": job,
-                        "first_seen": T0,
-                        "last_seen": T0,
                     }
                     yield {
                         **common,
@@ -317,7 +309,7 @@ def build_hubs(store: Any, jobs: int) -> dict[str, int]:
                     "name": f"c{c}",
                     "type": "string",
                     "from_schema": True,
-                    **when,
+                    "created_at": T0,
                 }
 
     def job_rows() -> Iterator[dict]:
@@ -334,7 +326,7 @@ def build_hubs(store: Any, jobs: int) -> dict[str, int]:
                 }
 
     def io_rows() -> Iterator[dict]:
-        seen = {"first_seen": T0, "last_seen": T0}
+        seen = {"first_seen": T0}
         for group in range(groups):
             for step in range(HUB_GROUP):
                 job = group * HUB_GROUP + step + 1
@@ -415,8 +407,8 @@ def _load(store: Any, table: Any, rows: Iterator[dict]) -> int:
             columns: list[str] | None = None
             copy_context = None
             for row in rows:
-                if columns is None:  # the table's columns only (executemany ignores other keys, COPY would fail)
-                    columns = [column for column in row if column in table.c]
+                if columns is None:
+                    columns = list(row)
                     copy_context = cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN")
                     copy = copy_context.__enter__()
                 copy.write_row([json.dumps(row[c]) if isinstance(row[c], (dict, list)) else row[c] for c in columns])

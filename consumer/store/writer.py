@@ -434,8 +434,9 @@ class _BatchWriter:
                     **_run_values(current, fold),
                 }
             )
+        placed = self._appended_numbers(values, existing)
         self._upsert(runs, ["uuid"], values)
-        self._number_runs(values, existing)
+        self._number_runs([value for value in values if value["uuid"] not in placed], existing)
         touched_versions = {v for v in (*version_ids.values(), *stored_versions.values()) if v is not None}
         self._version_times(sorted(touched_versions))
         numbered = self.connection.execute(
@@ -531,6 +532,35 @@ class _BatchWriter:
             .values(declared_version_id=bindparam("version"), declared_at=bindparam("at")),
             [{"job": job_id, "version": ids[(job_id, h)], "at": time} for job_id, (h, _, time) in sorted(newer.items())],
         )
+
+    def _appended_numbers(self, values: list[dict[str, Any]], stored: Mapping[str, Mapping[str, Any]]) -> set[str]:
+        """Number the new runs that come after all of their job's stored runs (a scheduled job's
+        usual case) before they are written, so they are written once: their `run_seq` set in
+        `values`; the uuids numbered. Jobs with a stored run of the batch are left to _number_runs."""
+        new_by_job: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        with_stored = {value["job_id"] for value in values if value["uuid"] in stored}
+        for value in values:
+            if value["uuid"] not in stored and value["job_id"] not in with_stored:
+                new_by_job[value["job_id"]].append(value)
+        if not new_by_job:
+            return set()
+        others: dict[int, tuple[datetime, int]] = {}
+        for chunk in _chunks(sorted(new_by_job)):
+            for row in self.connection.execute(
+                select(runs.c.job_id, func.max(runs.c.created_at), func.count())
+                .where(runs.c.job_id.in_(chunk))
+                .group_by(runs.c.job_id)
+            ):
+                others[row[0]] = (row[1], row[2])
+        placed: set[str] = set()
+        for job_id, new in new_by_job.items():
+            latest, count = others.get(job_id, (None, 0))
+            new.sort(key=lambda value: (value["created_at"], value["uuid"]))
+            if latest is None or new[0]["created_at"] > latest:
+                for rank, value in enumerate(new, 1):
+                    value["run_seq"] = count + rank
+                    placed.add(value["uuid"])
+        return placed
 
     def _number_runs(self, values: list[dict[str, Any]], stored: dict[str, dict[str, Any]]) -> None:
         """Number each touched job's runs 1, 2, ... by (first event time, run id). Usually the

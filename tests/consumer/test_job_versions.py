@@ -172,8 +172,8 @@ def test_the_repeated_run_check_fails_a_store_that_keeps_each_runs_lineage(store
 def test_a_retyped_field_makes_a_new_version(store: Store) -> None:
     write_events(store, _run(0, _inputs(0, "orders"), ["id", "amount"]))
     retyped = _run(1, _inputs(1, "orders"), ["id", "amount"])
-    for event in retyped:
-        event["outputs"][0]["facets"]["schema"]["fields"][1]["type"] = "decimal(10,2)"
+    for sent in retyped:
+        sent["outputs"][0]["facets"]["schema"]["fields"][1]["type"] = "decimal(10,2)"
     write_events(store, retyped)
 
     assert _rows(store, "SELECT count(*) FROM job_versions") == [(2,)]
