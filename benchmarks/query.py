@@ -118,7 +118,14 @@ def build(store: Any, jobs: int) -> dict[str, int]:
     def field_rows() -> Iterator[dict]:
         for d in range(1, datasets + 1):
             for c in range(COLUMNS):
-                yield {"id": field_id(d, c), "dataset_id": d, "name": f"c{c}", "type": "string", "from_schema": True, "created_at": T0}
+                yield {
+                    "id": field_id(d, c),
+                    "dataset_id": d,
+                    "name": f"c{c}",
+                    "type": "string",
+                    "from_schema": True,
+                    "created_at": T0,
+                }
 
     def job_rows() -> Iterator[dict]:
         for chain in range(chains):
