@@ -168,17 +168,28 @@ def _fill(conn: Connection, replaced: Mapping[int, int | None]) -> None:
     by_job = {job: contents[version] for job, version in replaced.items() if version is not None}
     io_rows, edge_rows = lineage_rows(conn, by_job)
     # negative ids: never one of a stored row (the column walk finds its rows by id)
-    _insert(conn, _IO, _IO_COLUMNS, [(-(n + 1), *row.values()) for n, row in enumerate(io_rows)])
+    _insert(conn, _IO, _IO_COLUMNS, _IO_TYPES, [(-(n + 1), *row.values()) for n, row in enumerate(io_rows)])
     names = _EDGE_COLUMNS.split(", ")[1:]
-    _insert(conn, _EDGES, _EDGE_COLUMNS, [(-(n + 1), *(row[name] for name in names)) for n, row in enumerate(edge_rows)])
+    edges = [(-(n + 1), *(row[name] for name in names)) for n, row in enumerate(edge_rows)]
+    _insert(conn, _EDGES, _EDGE_COLUMNS, _EDGE_TYPES, edges)
 
 
-def _insert(conn: Connection, table: str, columns: str, rows: list[tuple[Any, ...]]) -> None:
-    """Rows as tuples straight to the driver (thousands of rows: SQLAlchemy's per-row parameter work would dominate)."""
+# the columns' PostgreSQL types, for its one-statement insert
+_IO_TYPES = ("bigint", "bigint", "bigint", "text")
+_EDGE_TYPES = ("bigint", "bigint", "bigint", "bigint", "bigint", "text", "text", "text", "boolean", "bigint")
+
+
+def _insert(conn: Connection, table: str, columns: str, types: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+    """Thousands of rows at once: on PostgreSQL one statement with a column array each (its driver's
+    executemany sends a statement per row), elsewhere the driver's executemany of plain tuples."""
     if not rows:
         return
-    marker = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    placeholders = ", ".join([marker] * len(rows[0]))
+    if conn.dialect.name == "postgresql":
+        arrays = ", ".join(f"CAST(:c{i} AS {kind}[])" for i, kind in enumerate(types))
+        values = {f"c{i}": list(column) for i, column in enumerate(zip(*rows, strict=True))}
+        conn.execute(text(f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays})"), values)
+        return
+    placeholders = ", ".join(["?"] * len(rows[0]))
     conn.exec_driver_sql(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", rows)
 
 
