@@ -1,4 +1,4 @@
-"""Command line: serve, ingest, migrate, create-topics, replay, delete-table-lineage, delete-data-lineage and
+"""Command line: serve, ingest, migrate, create-topics, replay, prune, delete-table-lineage, delete-data-lineage and
 `lineage ...` (the read side's questions, consumer.query.cli). Entry points only parse input and
 hand it on; a missing broker or database ends with one line on stderr and exit status 2."""
 
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from consumer.settings import Settings, add_arguments
+from consumer.settings import Settings, add_arguments, parse_period
 
 EXIT_UNAVAILABLE = 2
 
@@ -40,6 +40,7 @@ _KAFKA = _KAFKA_CLIENT + (
     "session_timeout_ms",
     "max_poll_interval_ms",
     "retire_after",
+    "retention",
     "max_event_bytes",
     "log_format",
     "prepare_process",
@@ -95,7 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     replay = command(
         "replay",
         _replay,
-        "rebuild every derived store from the stored raw events, in event-time order",
+        "rebuild every derived store from the stored raw events, in event-time order (after a prune: those that stayed)",
         _STORE + _KAFKA_CLIENT + ("changes_topic", "prepare_process"),
     )
     replay.add_argument(
@@ -103,6 +104,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="afterwards publish the whole rebuilt lineage to the changes topic (a replay publishes nothing otherwise)",
     )
+    prune = command(
+        "prune",
+        _prune,
+        "remove raw events, runs and the history they made older than --older-than, in short transactions; never the current lineage",
+        _STORE,
+    )
+    prune.add_argument("--older-than", required=True, type=parse_period, help="the horizon: a period like 30d, 12h, 90m")
     for name, help_text in (
         ("delete-table-lineage", "forget which datasets a job read and wrote, and its column lineage"),
         ("delete-data-lineage", "forget the snapshots (and partitions) a job's runs consumed and produced"),
@@ -197,6 +205,33 @@ def _delete(args: argparse.Namespace) -> int:
     else:
         removed = store.delete_data_lineage(args.job, args.namespace)
     print(json.dumps({"job": args.job, "namespace": args.namespace, "removedRows": removed}))
+    return 0
+
+
+def _prune(args: argparse.Namespace) -> int:
+    """Retention once, to the end; on SQLite the store's one writer meanwhile (stop serve/ingest, or
+    give them --retention instead)."""
+    from datetime import datetime, timezone
+
+    from consumer.ingest.store_writes import StoreWrites
+    from consumer.store import open_store
+
+    store = open_store(Settings.from_args(args).store_url, claim_writer=True)
+    now = datetime.now(timezone.utc)
+    started = time.monotonic()
+    try:
+        pruned = StoreWrites(store).prune(args.older_than, now)
+    finally:
+        store.dispose()
+    print(
+        json.dumps(
+            {
+                "horizon": (now - args.older_than).isoformat(),
+                "removedRows": pruned.rows,
+                "seconds": round(time.monotonic() - started, 3),
+            }
+        )
+    )
     return 0
 
 
@@ -315,6 +350,7 @@ def _connect(settings: Settings, store, observability=None):  # type: ignore[no-
         source,
         dead_letters,
         retire_after=settings.retire_after,
+        retention=settings.retention,
         max_event_bytes=settings.max_event_bytes,
         metrics=observability,
         preparer=Preparer(settings.max_event_bytes, in_worker=settings.prepare_in_worker),
@@ -395,6 +431,28 @@ def _supervise(first, settings: Settings, store, observability, stop: threading.
         pause = min(pause * 2, RESTART_BACKOFF_SECONDS[1])
 
 
+def _retain(writes, retention, observability, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    """serve --role http's retention (the Kafka loop prunes otherwise): at start and every minute, a
+    second of pruning at a time, through the one writer as HTTP ingestion, until `stop`."""
+    from consumer.ingest.kafka_loop import PRUNE_STEP_SECONDS
+
+    log = logging.getLogger(__name__)
+    resume_at = None
+    while True:
+        try:
+            pruned = writes.prune(retention, budget_seconds=PRUNE_STEP_SECONDS, resume_at=resume_at)
+        except Exception:
+            log.exception("retention failed; trying again in a minute")
+            resume_at = None
+        else:
+            resume_at = pruned.resume_at
+            observability.pruned(pruned.rows)
+            if pruned.total:
+                log.info("retention removed %d rows older than %s", pruned.total, retention)
+        if stop.wait(0.1 if resume_at is not None else 60.0):
+            return
+
+
 def _disconnect_quietly(ingestor) -> None:  # type: ignore[no-untyped-def]
     try:
         _disconnect(ingestor)
@@ -427,6 +485,11 @@ def _serve(args: argparse.Namespace) -> int:
     if ingests_kafka:
         worker = threading.Thread(
             target=_supervise, args=(None, settings, store, observability, stop), name="ingest", daemon=True
+        )
+        worker.start()
+    elif settings.role == "http" and settings.retention is not None:
+        worker = threading.Thread(
+            target=_retain, args=(store, settings.retention, observability, stop), name="retention", daemon=True
         )
         worker.start()
     logging.getLogger(__name__).info(

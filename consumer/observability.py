@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import threading
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -59,6 +60,9 @@ class Observability:
         self.ingestion_restarts = Counter(
             "lineage_ingestion_restarts", "Restarts of the ingestion loop after a failure", registry=registry
         )
+        self.rows_pruned = Counter(
+            "lineage_rows_pruned", "Rows retention removed, by table (--retention)", ["table"], registry=registry
+        )
         self.http_requests = Counter(
             "lineage_http_requests",
             "HTTP requests by route template and status",
@@ -72,6 +76,10 @@ class Observability:
         self.events_stored.inc(batch.new_events)
         self.batch_size.observe(batch.events)
         self.store_seconds.observe(batch.seconds)
+
+    def pruned(self, rows: Mapping[str, int]) -> None:
+        for table, count in rows.items():
+            self.rows_pruned.labels(table=table).inc(count)
 
     def dead_lettered(self, reason_class: str) -> None:
         self.dead_letters.labels(reason=reason_class).inc()

@@ -183,6 +183,13 @@ _OPTIONS: tuple[tuple[str, str, str, str | None, str], ...] = (
         None,
         "retire a finished job's table lineage when unseen this long (e.g. 30d, 12h, 90m; none: never)",
     ),
+    (
+        "retention",
+        "--retention",
+        "LINEAGE_RETENTION",
+        None,
+        "remove raw events, runs and the history they made once older than this (e.g. 30d, 12h; none: keep everything); never the current lineage",
+    ),
     ("batch_size", "--batch-size", "LINEAGE_BATCH_SIZE", "500", "most events materialized per store transaction"),
     ("session_timeout_ms", "--session-timeout-ms", "LINEAGE_SESSION_TIMEOUT_MS", "10000", "Kafka group session timeout"),
     (
@@ -272,6 +279,7 @@ class Settings:
     body_timeout: float = 30.0
     max_connections: int = 1000
     retire_after: timedelta | None = None
+    retention: timedelta | None = None
     batch_size: int = 500
     session_timeout_ms: int = 10000
     max_poll_interval_ms: int = 60000
@@ -322,8 +330,9 @@ class Settings:
                 values[name] = float(values[name])
         if "insecure_no_token" in values:
             values["insecure_no_token"] = _truthy(values["insecure_no_token"])
-        if values.get("retire_after") is not None:
-            values["retire_after"] = parse_period(values["retire_after"])
+        for name in ("retire_after", "retention"):
+            if values.get(name) is not None:
+                values[name] = parse_period(values[name])
         return cls(**values)
 
 

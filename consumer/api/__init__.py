@@ -22,7 +22,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI
 
-from consumer.api import health, lineage_store, marquez
+from consumer.api import health, history, lineage_store, marquez
 from consumer.api.auth import Tokens, check_token, require_read_token, require_token
 from consumer.api.errors import COMMON_ERRORS, INGEST_ERRORS, install_error_handlers
 from consumer.api.limits import BoundedRequests, ComputingSlots, Limits
@@ -103,6 +103,7 @@ def create_app(
     app.include_router(marquez.router, dependencies=reading)
     app.include_router(marquez.search_v2beta, dependencies=reading)
     app.include_router(lineage_store.router, dependencies=reading)
+    app.include_router(history.router, dependencies=reading)
     app.include_router(http_route.router, dependencies=[Depends(require_token)], responses=INGEST_ERRORS)
     if web_dir := getattr(settings, "web_dir", None):
         from consumer.api.web import mount_web

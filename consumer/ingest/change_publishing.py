@@ -1,6 +1,7 @@
 """Lineage changes for Kafka subscribers (`--changes-topic`): after each store transaction
 commits, one JSON message per table-lineage edge added or retired, column-lineage edge added or
-changed, snapshot lineage recorded and run finished (schemas/1-0-0/LineageChange*.json).
+changed, snapshot lineage recorded, run finished and job whose current version changed (with
+what changed: consumer.store.version_diff) (schemas/1-0-0/LineageChange*.json).
 
 A message carries what is true after the change (an edge's whole state, `state: retired` once
 it is gone), keyed by the thing's identity, so a log-compacted topic holds the current lineage
@@ -26,10 +27,11 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import Connection
 
 from consumer.ingest.kafka_io import BrokerUnavailable
-from consumer.ingest.store_writes import StoreWrite
+from consumer.ingest.store_writes import PRUNE, StoreWrite
 from consumer.store import Store, outbox
 from consumer.store.lineage_state import (
     COLUMN_EDGE,
+    JOB_VERSION,
     RETIRED,
     TABLE_EDGE,
     ChangeScope,
@@ -38,8 +40,10 @@ from consumer.store.lineage_state import (
     jobs_named,
     lineage_state,
     stale_job_keys,
+    version_contents,
 )
 from consumer.store.rows import Folded
+from consumer.store.version_diff import version_diff
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +68,53 @@ def change_scope(batch: Folded) -> ChangeScope:
 
 
 def changed_messages(
-    before: Mapping[StateKey, dict[str, Any]], after: Mapping[StateKey, dict[str, Any]]
+    before: Mapping[StateKey, dict[str, Any]],
+    after: Mapping[StateKey, dict[str, Any]],
+    contents: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> list[tuple[StateKey, dict[str, Any]]]:
-    """What differs after the transaction: new or changed keys with their state, and edges that
-    are gone as `retired` (runs and snapshots are never removed by a transaction that publishes)."""
-    changed = [(key, message) for key, message in after.items() if before.get(key) != message]
+    """What differs after the transaction: new or changed keys with their state, edges that are
+    gone as `retired` (runs and snapshots are never removed by a transaction that publishes), and
+    a `job_version_changed` message per job whose current version changed. `contents`: the content
+    of each version id the job states name (see `versions_to_read`)."""
+    changed = [(key, message) for key, message in after.items() if key[0] != JOB_VERSION and before.get(key) != message]
     gone = [(key, {**message, "state": RETIRED}) for key, message in before.items() if key not in after and key[0] in RETIRABLE]
-    return sorted(changed + gone, key=_by_key)
+    versions = [
+        (key, version_message(before.get(key), after.get(key), contents or {}))
+        for key in sorted({*before, *after}, key=_by_key)
+        if key[0] == JOB_VERSION and _version_of(before.get(key)) != _version_of(after.get(key))
+    ]
+    return sorted(changed + gone + versions, key=_by_key)
+
+
+def versions_to_read(before: Mapping[StateKey, dict[str, Any]], after: Mapping[StateKey, dict[str, Any]]) -> set[int]:
+    """The ids of the versions whose contents `changed_messages` needs: of the jobs whose current version changed."""
+    wanted: set[int] = set()
+    for key in {*before, *after}:
+        if key[0] == JOB_VERSION and _version_of(before.get(key)) != _version_of(after.get(key)):
+            wanted |= {state["versionId"] for state in (before.get(key), after.get(key)) if state is not None}
+    return wanted
+
+
+def version_message(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any] | None, contents: Mapping[int, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A job's `job_version_changed` message: its previous and new current version (null: none) and what changed."""
+    job = (after or before or {})["job"]
+    return {
+        "kind": JOB_VERSION,
+        "job": job,
+        "previousVersion": _version_of(before),
+        "version": _version_of(after),
+        "diff": version_diff(_content_of(before, contents), _content_of(after, contents)),
+    }
+
+
+def _version_of(state: Mapping[str, Any] | None) -> str | None:
+    return None if state is None else state["version"]
+
+
+def _content_of(state: Mapping[str, Any] | None, contents: Mapping[int, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    return None if state is None else contents[state["versionId"]]
 
 
 def encode(key: StateKey, message: Mapping[str, Any]) -> tuple[bytes, bytes]:
@@ -98,6 +142,8 @@ class ChangePublisher:
         self._publisher: threading.Thread | None = None
 
     def __call__(self, write: StoreWrite, proceed: Callable[[], T]) -> T:
+        if write.kind == PRUNE:  # history only: no edge, current snapshot or latest run changes
+            return proceed()
         scope = self._scope(write)
 
         @contextmanager
@@ -105,7 +151,8 @@ class ChangePublisher:
             before = lineage_state(connection, scope)
             yield
             after = lineage_state(connection, scope)
-            outbox.append(connection, (encode(key, message) for key, message in changed_messages(before, after)))
+            contents = version_contents(connection, versions_to_read(before, after))
+            outbox.append(connection, (encode(key, message) for key, message in changed_messages(before, after, contents)))
 
         with self.store.accompanied(recording):
             outcome = proceed()
@@ -122,17 +169,18 @@ class ChangePublisher:
         return ChangeScope(jobs=jobs_named(engine, *write.job))
 
     def publish_everything(self) -> int:
-        """Publish the current state of every edge, snapshot and finished run (after a replay,
-        or to seed a new subscriber topic); the number of messages."""
+        """Publish the current state of every edge, snapshot, finished run and job version (after a
+        replay, or to seed a new subscriber topic: a job's version as changed from none); the number of messages."""
         with self.store.writing() as connection:
             state = lineage_state(connection, everything(self.store.engine))
-            outbox.append(connection, (encode(key, message) for key, message in sorted(state.items(), key=_by_key)))
+            messages = changed_messages({}, state, version_contents(connection, versions_to_read({}, state)))
+            outbox.append(connection, (encode(key, message) for key, message in messages))
         self.publish()
         with self.store.engine.connect() as connection:
             left = outbox.count(connection)
         if left:
             raise BrokerUnavailable(f"{left} lineage changes could not be published")
-        return len(state)
+        return len(messages)
 
     def _published_soon(self) -> None:
         """After a commit: wake the publisher thread, or publish here when there is none."""

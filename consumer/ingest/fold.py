@@ -16,7 +16,6 @@ worker process and hand to the one that writes (consumer.ingest.prepare)."""
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
@@ -43,6 +42,7 @@ from consumer.store.rows import (
     VersionFold,
     lineage_content,
     lineage_hash,
+    lock_id,
     next_state,
     version_content,
     version_content_hash,
@@ -81,11 +81,6 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
 def _raw(raw: RawEvent) -> RawFold:
     """The raw event's row, its payload compressed (here, in the worker process, not by the store's writer)."""
     return (*raw[:-1], compress(raw.payload))
-
-
-def lock_id(kind: str, key: Any) -> int:
-    digest = hashlib.blake2b(f"{kind}\x00{key!r}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 def _lock_ids(batch: Sequence[EventRows], edge_datasets: Sequence[set[DatasetKey]]) -> tuple[int, ...]:

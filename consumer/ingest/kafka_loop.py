@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any, Protocol
@@ -41,6 +41,8 @@ TRUNCATED_HEADER = "lineage.error.truncated"
 
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 IN_FLIGHT_POLL_MS = 50
+# Retention works at most this long between two batches (then goes on after the next one).
+PRUNE_STEP_SECONDS = 1.0
 
 
 class RecordLike(Protocol):
@@ -85,10 +87,14 @@ class IngestMetrics(Protocol):
     def batch_stored(self, batch: StoredBatch) -> None: ...
     def dead_lettered(self, reason_class: str) -> None: ...
     def source_state(self, state: SourceState) -> None: ...
+    def pruned(self, rows: Mapping[str, int]) -> None: ...
 
 
 class NoMetrics:
     def batch_stored(self, batch: StoredBatch) -> None:
+        pass
+
+    def pruned(self, rows: Mapping[str, int]) -> None:
         pass
 
     def dead_lettered(self, reason_class: str) -> None:
@@ -210,6 +216,7 @@ class Ingestor:
         *,
         poll_timeout_ms: int = 1000,
         retire_after: timedelta | None = None,
+        retention: timedelta | None = None,
         sweep_every_seconds: float = 60.0,
         retry_backoff_seconds: float = 5.0,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
@@ -221,6 +228,7 @@ class Ingestor:
         self.dead_letters = dead_letters
         self.poll_timeout_ms = poll_timeout_ms
         self.retire_after = retire_after
+        self.retention = retention
         self.sweep_every_seconds = sweep_every_seconds
         self.retry_backoff_seconds = retry_backoff_seconds
         self.max_event_bytes = max_event_bytes
@@ -230,6 +238,8 @@ class Ingestor:
         self.writes = writes.with_hooks(batch_observer(self.metrics.batch_stored))
         self.stats = IngestStats()
         self._last_sweep = 0.0
+        self._last_prune = 0.0
+        self._prune_resume_at: tuple[int, Any] | None = None
         self._store_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store")
         self._in_flight: tuple[PolledBatch, Future[tuple[int, list[tuple[RecordLike, str]]]]] | None = None
         self._to_reread: list[RecordLike] = []
@@ -257,6 +267,7 @@ class Ingestor:
             self._in_flight = (batch, self._store_thread.submit(store_polled, self.writes, batch))
         self.metrics.source_state(self.source.state())
         self._maybe_sweep()
+        self._maybe_prune()
         return len(records)
 
     def finish_in_flight(self) -> bool:
@@ -338,6 +349,32 @@ class Ingestor:
             return
         if retired:
             log.info("retired the table lineage of %d jobs: %s", len(retired), ", ".join(sorted(retired)[:10]))
+
+    def _maybe_prune(self) -> None:
+        """Retention: every `sweep_every_seconds`, and between batches while an earlier prune is
+        unfinished, at most PRUNE_STEP_SECONDS of pruning (its transactions are short: ingestion
+        waits for one at most)."""
+        if self.retention is None:
+            return
+        if self._prune_resume_at is None and time.monotonic() - self._last_prune < self.sweep_every_seconds:
+            return
+        self._last_prune = time.monotonic()
+        try:
+            pruned = self._store_thread.submit(
+                self.writes.prune, self.retention, budget_seconds=PRUNE_STEP_SECONDS, resume_at=self._prune_resume_at
+            ).result()
+        except DBAPIError as error:
+            log.error("store unavailable, nothing pruned this time: %s", str(error.orig or error).splitlines()[0])
+            return
+        self._prune_resume_at = pruned.resume_at
+        self.metrics.pruned(pruned.rows)
+        if pruned.total:
+            log.info(
+                "retention removed %d rows older than %s: %s",
+                pruned.total,
+                self.retention,
+                ", ".join(f"{table} {count}" for table, count in pruned.rows.items() if count),
+            )
 
 
 def _first_offsets(records: Iterable[RecordLike]) -> dict[tuple[str, int], int]:

@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from consumer.ingest.fold import fold
 from consumer.ingest.materialize import EventRows
 from consumer.store import Store
+from consumer.store.retention import Pruned
 from consumer.store.rows import Folded
 
 T = TypeVar("T")
@@ -26,13 +27,15 @@ T = TypeVar("T")
 BATCH = "batch"
 RETIRE = "retire"
 DELETE_TABLE_LINEAGE = "delete_table_lineage"
+PRUNE = "prune"
 
 
 @attrs.frozen
 class StoreWrite:
     """What one transaction is about to do: store `folded` (kind `batch`), retire the table lineage
     of the jobs not seen since `cutoff` (`retire`), or delete job `job` (name, namespace or None)'s
-    table lineage (`delete_table_lineage`)."""
+    table lineage (`delete_table_lineage`), or remove what is older than `cutoff` (`prune`, many short
+    transactions, changing no current lineage)."""
 
     kind: str
     folded: Folded | None = None
@@ -101,6 +104,19 @@ class StoreWrites:
     def delete_table_lineage(self, job_name: str, namespace: str | None = None) -> int:
         write = StoreWrite(DELETE_TABLE_LINEAGE, job=(job_name, namespace))
         return self._run(write, lambda: self.store.delete_table_lineage(job_name, namespace))
+
+    def prune(
+        self,
+        older_than: timedelta,
+        now: datetime | None = None,
+        *,
+        budget_seconds: float | None = None,
+        resume_at: tuple[int, Any] | None = None,
+    ) -> Pruned:
+        """Retention (consumer.store.retention): what is older than `older_than` and nothing current points to."""
+        now = now or datetime.now(timezone.utc)
+        write = StoreWrite(PRUNE, cutoff=now - older_than)
+        return self._run(write, lambda: self.store.prune(older_than, now, budget_seconds=budget_seconds, resume_at=resume_at))
 
     def delete_data_lineage(self, job_name: str, namespace: str | None = None) -> int:
         return self.store.delete_data_lineage(job_name, namespace)

@@ -9,11 +9,15 @@
     lineage partition-correction-plan TABLE PARTITION   what to recompute and rerun after a bad partition
     lineage aligned-start TABLE [TABLE ...]       newest mutually consistent snapshots to start a job from
     lineage graph NODE_ID [--format svg|dot] [--depth N] [--output FILE] [--as-of T]
+    lineage versions JOB                          the job's lineage versions: first and last run, runs, current
+    lineage diff JOB --from X --to Y              what changed in the job's lineage between two versions
+    lineage field-history TABLE                   per field: the job version changes that changed what flows into it
 
 TABLE is dataset:NAMESPACE:NAME, NAMESPACE:NAME, or an unambiguous name / database.table; PARTITION is
-column=value, several joined by '/' (dt=2024-01-02, a=1/b=x). --as-of T (ISO 8601, e.g. 2026-03-01T12:00:00Z;
-no offset: UTC) answers with each job's version current at T instead of today's (snapshots: the runs
-created by T).
+column=value, several joined by '/' (dt=2024-01-02, a=1/b=x); JOB is job:NAMESPACE:NAME, NAMESPACE:NAME or an
+unambiguous name; a version (X, Y) is a hash, a unique prefix of one (7 characters or more) or an ISO-8601
+instant (the version current then). --as-of T (ISO 8601, e.g. 2026-03-01T12:00:00Z; no offset: UTC)
+answers with each job's version current at T instead of today's (snapshots: the runs created by T).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from consumer.query import history
 from consumer.query import lineage_store as ls
 from consumer.query.as_of import parse_as_of
 from consumer.query.errors import NotFound, QueryError
@@ -94,6 +99,20 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--output", help="write to this file instead of stdout")
     _as_of_option(command)
     command.set_defaults(run=_graph)
+    command = commands.add_parser("versions", help="the job's lineage versions, oldest first")
+    command.add_argument("job")
+    command.add_argument("--limit", type=int, default=100)
+    command.set_defaults(run=_versions)
+    command = commands.add_parser("diff", help="what changed in the job's lineage between two versions")
+    command.add_argument("job")
+    command.add_argument("--from", dest="older", required=True, help="version hash (or prefix) or ISO-8601 instant")
+    command.add_argument("--to", dest="newer", required=True, help="version hash (or prefix) or ISO-8601 instant")
+    command.set_defaults(run=_diff)
+    command = commands.add_parser(
+        "field-history", help="per field of TABLE: the job version changes that changed what flows into it"
+    )
+    command.add_argument("table")
+    command.set_defaults(run=_field_history)
     return parser
 
 
@@ -253,3 +272,84 @@ def _graph(args: argparse.Namespace, store: Any, out: TextIO) -> None:
         print(f"wrote {len(picture.nodes)} nodes to {args.output}", file=out)
     else:
         out.write(text)
+
+
+SHORT_HASH = 12  # characters of a version hash printed in tables
+
+
+def _short(version: str | None) -> str:
+    return "(none)" if version is None else version[:SHORT_HASH]
+
+
+def _versions(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    namespace, name = history.job_named(store, args.job)
+    answer = history.job_versions(store, namespace, name, args.limit)
+    rows = [
+        (_short(v["version"]), v["firstRunAt"] or "(never run)", v["lastRunAt"], v["runCount"], "yes" if v["current"] else "")
+        for v in answer["versions"]
+    ]
+    title = f"lineage versions of {namespace}:{name} ({answer['totalCount']})"
+    _emit(args, out, answer, title, rows, ["version", "first run", "last run", "runs", "current"])
+
+
+def _diff(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    namespace, name = history.job_named(store, args.job)
+    answer = history.job_version_diff(store, namespace, name, args.older, args.newer)
+    title = f"{namespace}:{name}: {_short(answer['from']['version'])} -> {_short(answer['to']['version'])}"
+    _emit(args, out, answer, title, diff_rows(answer["diff"]), ["change", "what", "detail"])
+
+
+def diff_rows(diff: dict) -> list[tuple[str, str, str]]:
+    """A job-version diff (consumer.store.version_diff) as (change, what, detail) rows."""
+    rows: list[tuple[str, str, str]] = []
+    for side, label in (("inputs", "reads"), ("outputs", "writes")):
+        for how in ("added", "removed"):
+            rows += [(f"{label} {how}", _name(d), "") for d in diff[side][how]]
+    for how in ("added", "removed"):
+        rows += [(f"field {how}", _field(f), f["type"] or "") for f in diff["fields"][how]]
+    rows += [("field retyped", _field(f), f"{f['from']} -> {f['to']}") for f in diff["fields"]["retyped"]]
+    for how in ("added", "removed"):
+        rows += [(f"edge {how}", _edge(e), _how(e["transformation"])) for e in diff["edges"][how]]
+    rows += [("edge changed", _edge(e), f"{_how(e['from'])} -> {_how(e['to'])}") for e in diff["edges"]["changed"]]
+    return rows
+
+
+def _edge(edge: dict) -> str:
+    target = edge["output"]
+    into = _field(target) if target["field"] is not None else f"{target['namespace']}:{target['dataset']} (whole table)"
+    return f"{into} <- {_field(edge['input'])}"
+
+
+def _how(transformation: dict) -> str:
+    text = f"{transformation['type']}/{transformation['subtype']}"
+    if transformation["description"]:
+        text += f" {transformation['description']!r}"
+    return text + (" masking" if transformation["masking"] else "")
+
+
+def _field_history(args: argparse.Namespace, store: Any, out: TextIO) -> None:
+    namespace, name = history.dataset_named(store, args.table)
+    answer = history.field_history(store, namespace, name)
+    rows = [
+        (
+            entry["field"] or "(whole table)",
+            change["at"],
+            _name(change["job"]),
+            f"{_short(change['fromVersion'])} -> {_short(change['toVersion'])}",
+            how,
+            edge.split(" <- ", 1)[1],
+            detail,
+        )
+        for entry in answer["fields"]
+        for change in entry["changes"]
+        for how, edge, detail in diff_rows({**_NO_TABLE_CHANGES, "edges": change})
+    ]
+    headers = ["field", "at", "job", "versions", "change", "from column", "transformation"]
+    _emit(args, out, answer, f"field history of {namespace}:{name}", rows, headers)
+
+
+_NO_TABLE_CHANGES: dict = {
+    "inputs": {"added": [], "removed": []},
+    "outputs": {"added": [], "removed": []},
+    "fields": {"added": [], "removed": [], "retyped": []},
+}

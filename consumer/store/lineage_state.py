@@ -1,9 +1,12 @@
 """Reads for the lineage-changes topic: the current state of given table-lineage edges, column-
-lineage edges, snapshot lineage and runs, each as the JSON-ready message a subscriber receives
-(consumer.ingest.change_publishing diffs two such readings around a store transaction)."""
+lineage edges, snapshot lineage and runs, each as the JSON-ready message a subscriber receives,
+and each job's current version (its hash and id: the change message, with the diff of the two
+versions' contents, is made by consumer.ingest.change_publishing, which diffs two such readings
+around a store transaction)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -25,6 +28,7 @@ TABLE_EDGE = "table_lineage_edge"
 COLUMN_EDGE = "column_lineage_edge"
 SNAPSHOT = "snapshot_lineage"
 RUN = "run_finished"
+JOB_VERSION = "job_version_changed"
 PRESENT, RETIRED = "present", "retired"  # an edge's state
 
 
@@ -51,7 +55,17 @@ def lineage_state(conn: Connection, scope: ChangeScope) -> dict[StateKey, dict[s
         **_column_edges(conn, scope),
         **_snapshots(conn, scope.run_uuids),
         **_finished_runs(conn, scope.run_uuids),
+        **_current_versions(conn, scope.jobs),
     }
+
+
+def version_contents(conn: Connection, version_ids: Iterable[int]) -> dict[int, Any]:
+    """The stored content of each job version (a version's content never changes once stored)."""
+    wanted = sorted(set(version_ids))
+    if not wanted:
+        return {}
+    rows = conn.execute(select(s.job_versions.c.id, s.job_versions.c.content).where(s.job_versions.c.id.in_(wanted)))
+    return {row[0]: json.loads(row[1]) if isinstance(row[1], (str, bytes)) else row[1] for row in rows}
 
 
 def stale_job_keys(engine: Engine, cutoff: datetime) -> frozenset[JobKey]:
@@ -272,4 +286,26 @@ def _finished_runs(conn: Connection, run_uuids: Iterable[str]) -> dict[StateKey,
             "endedAt": _iso(ended_at),
         }
         for run_uuid, state, started_at, ended_at, job_namespace, job_name in rows
+    }
+
+
+def _current_versions(conn: Connection, jobs: Iterable[JobKey]) -> dict[StateKey, dict[str, Any]]:
+    """Each job's current version (jobs with none are left out): `version` (its hash) and
+    `versionId` (to read its content), not a message yet."""
+    job_ids = _job_ids(conn, jobs)
+    if not job_ids:
+        return {}
+    rows = conn.execute(
+        select(s.jobs.c.id, s.job_versions.c.id, s.job_versions.c.lineage_hash)
+        .join(s.job_versions, s.job_versions.c.id == s.jobs.c.current_version_id)
+        .where(s.jobs.c.id.in_(sorted(job_ids)))
+    ).all()
+    return {
+        (JOB_VERSION, *job_ids[job_id]): {
+            "kind": JOB_VERSION,
+            "job": _named(*job_ids[job_id]),
+            "version": lineage_hash,
+            "versionId": version_id,
+        }
+        for job_id, version_id, lineage_hash in rows
     }

@@ -26,6 +26,19 @@ JobKey = tuple[str, str]  # (namespace, name)
 Facets = Mapping[str, bytes]
 
 
+def lock_id(kind: str, key: Any) -> int:
+    """PostgreSQL advisory lock id of a job (`"job"`, (namespace, name)), dataset (`"dataset"`,
+    (namespace, name)) or run (`"run"`, uuid): every transaction that writes or deletes its rows
+    takes it first (consumer.store.writer, consumer.store.retention)."""
+    digest = hashlib.blake2b(f"{kind}\x00{key!r}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+# Taken shared by every writer and exclusively by the retention's deletion of version contents
+# nobody points to: a writer that found a content's id is never left pointing at a deleted row.
+CONTENTS_LOCK = lock_id("dataset_version_contents", "retention")
+
+
 class RawEvent(NamedTuple):
     content_hash: str
     kind: str

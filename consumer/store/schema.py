@@ -122,6 +122,7 @@ jobs = Table(
     # Set when the sweep retired the job's table lineage; cleared when the job is seen again.
     Column("lineage_retired_at", Time),
     UniqueConstraint("namespace_id", "name", name="uq_jobs_namespace_name"),
+    Index("ix_jobs_latest_run", "latest_run_id"),  # retention's deletes of runs check this key
 )
 
 datasets = Table(
@@ -191,6 +192,7 @@ dataset_versions = Table(
     Column("created_at", Time, nullable=False),
     UniqueConstraint("dataset_id", "version", name="uq_dataset_versions_dataset_version"),
     Index("ix_dataset_versions_run", "run_id"),  # a run's input/output versions (the runs API)
+    Index("ix_dataset_versions_content", "content_id"),  # retention's deletes of contents check this key
 )
 
 dataset_tags = Table(

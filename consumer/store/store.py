@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterator, Set
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, delete, event, func, select, update
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
-from consumer.store import migrations, tags
+from consumer.store import migrations, retention, tags
 from consumer.store.compressed_text import decompress
 from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
@@ -266,6 +267,21 @@ class Store:
             connection.execute(delete(column_lineage).where(column_lineage.c.job_id.in_(stale_ids)))
             connection.execute(update(jobs).where(jobs.c.id.in_(stale_ids)).values(lineage_retired_at=now))
             return [row.name for row in stale]
+
+    def prune(
+        self,
+        older_than: timedelta,
+        now: datetime | None = None,
+        *,
+        batch: int = retention.BATCH,
+        budget_seconds: float | None = None,
+        resume_at: tuple[int, Any] | None = None,
+    ) -> retention.Pruned:
+        """Remove what is older than `older_than` and nothing current points to (consumer.store.retention),
+        in transactions of at most `batch` rows; with `budget_seconds`, no new one starts after that
+        long, and the result's `resume_at` given to the next call goes on where this one stopped."""
+        horizon = (now or datetime.now(timezone.utc)) - older_than
+        return retention.prune(self.writing, horizon, batch=batch, budget_seconds=budget_seconds, resume_at=resume_at)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from consumer import json_codec
 from consumer.store.bulk import execute_many, overlapped
 from consumer.store.rows import (
+    CONTENTS_LOCK,
     DATASET_VALUES,
     FACET,
     JOB_VALUES,
@@ -135,8 +136,12 @@ class _BatchWriter:
     # concurrency -------------------------------------------------------------------------
     def lock_keys(self, lock_ids: Sequence[int]) -> None:
         """PostgreSQL: transaction advisory locks on every job, dataset and run of the batch, in
-        ascending lock-id order (the one global order all writers share). SQLite has one writer."""
-        if self.dialect != "postgresql" or not lock_ids:
+        ascending lock-id order (the one global order all writers share), and the version
+        contents' lock shared (rows.CONTENTS_LOCK). SQLite has one writer."""
+        if self.dialect != "postgresql":
+            return
+        self.connection.execute(text("SELECT pg_advisory_xact_lock_shared(:contents)"), {"contents": CONTENTS_LOCK})
+        if not lock_ids:
             return
         self.connection.execute(
             text(
@@ -546,8 +551,9 @@ class _BatchWriter:
             return set()
         others: dict[int, tuple[datetime, int]] = {}
         for chunk in _chunks(sorted(new_by_job)):
+            # the highest number is the runs' count, unless retention pruned the earliest ones
             for row in self.connection.execute(
-                select(runs.c.job_id, func.max(runs.c.created_at), func.count())
+                select(runs.c.job_id, func.max(runs.c.created_at), func.max(runs.c.run_seq))
                 .where(runs.c.job_id.in_(chunk))
                 .group_by(runs.c.job_id)
             ):
@@ -575,10 +581,11 @@ class _BatchWriter:
         if not moved_by_job:
             return
         moved_uuids = sorted(value["uuid"] for moved in moved_by_job.values() for value in moved)
+        # The highest number of the others is their count, unless retention pruned the earliest.
         others = {
             row.job_id: (row.latest, row.others)
             for row in self.connection.execute(
-                select(runs.c.job_id, func.max(runs.c.created_at).label("latest"), func.count().label("others"))
+                select(runs.c.job_id, func.max(runs.c.created_at).label("latest"), func.max(runs.c.run_seq).label("others"))
                 .where(runs.c.job_id.in_(sorted(moved_by_job)), runs.c.uuid.not_in(moved_uuids))
                 .group_by(runs.c.job_id)
             )
@@ -639,12 +646,14 @@ class _BatchWriter:
     def _renumbering(self, job_id: int, since: datetime, since_uuid: str) -> list[tuple[int, int, int]]:
         """(run id, old number, new number) of the job's runs from (since, since_uuid) on that move."""
         before = (runs.c.created_at < since) | ((runs.c.created_at == since) & (runs.c.uuid < since_uuid))
-        placed = self.connection.execute(
-            select(func.count()).select_from(runs).where(runs.c.job_id == job_id, before)
-        ).scalar_one()
+        # The runs before keep their numbers 1..placed: `placed` is their count, or where retention
+        # pruned runs, the highest number among them (or just below the first number after them).
+        placed = self.connection.execute(select(func.max(runs.c.run_seq)).where(runs.c.job_id == job_id, before)).scalar_one()
         later = self.connection.execute(
             select(runs.c.id, runs.c.run_seq).where(runs.c.job_id == job_id, ~before).order_by(runs.c.created_at, runs.c.uuid)
         ).all()
+        if placed is None:
+            placed = min((row.run_seq for row in later if row.run_seq > 0), default=1) - 1
         return [(row.id, row.run_seq, placed + rank) for rank, row in enumerate(later, 1) if row.run_seq != placed + rank]
 
     def run_states(self, folded: Folded, run_ids: dict[str, int]) -> None:

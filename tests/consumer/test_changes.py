@@ -21,13 +21,16 @@ from kafka import KafkaConsumer, KafkaProducer
 from sqlalchemy import select
 
 from consumer.cli import main as cli_main
-from consumer.ingest.change_publishing import ChangePublisher, change_scope, changed_messages
+from consumer.ingest.change_publishing import ChangePublisher, change_scope, changed_messages, versions_to_read
 from consumer.ingest.fold import fold
 from consumer.ingest.kafka_io import ChangeMessages
 from consumer.ingest.prepare import prepare
 from consumer.ingest.store_writes import StoreWrites
+from consumer.query import history
 from consumer.store import Store, open_store
 from consumer.store import schema as s
+from consumer.store.version_diff import version_diff
+from tests.consumer import history_scenario as scenario
 from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, ingest_all, stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
 
@@ -40,6 +43,7 @@ SCHEMAS = {
     "column_lineage_edge": "LineageChangeColumnEdge.json",
     "snapshot_lineage": "LineageChangeSnapshot.json",
     "run_finished": "LineageChangeRunFinished.json",
+    "job_version_changed": "LineageChangeJobVersion.json",
 }
 
 
@@ -262,6 +266,45 @@ def test_every_message_matches_its_schema_and_its_key(publishing: Any, kafka_boo
     assert len({record.key for record in records}) == len(records), "one message per key and transaction"
 
 
+def _validator(kind: str) -> jsonschema.Draft202012Validator:
+    schema = json.loads((ROOT / "schemas" / "1-0-0" / SCHEMAS[kind]).read_text())
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+def test_a_job_version_change_is_published_once_per_change_with_the_diff(publishing: Any, kafka_bootstrap: str) -> None:
+    """The scenario job's lineage changes twice over five daily runs: a subscriber receives its first
+    version and the two changes, each once, with exactly the diff the API answers; repeated runs and
+    the same events delivered again publish no version message."""
+    store, changes_topic = publishing
+    for _ in range(2):  # the second time: every event delivered again
+        for events in scenario.every_day():
+            store.write([prepare(event) for event in events])
+    records = read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30)
+    changes = [json.loads(record.value) for record in records if json.loads(record.key)[0] == "job_version_changed"]
+    assert {record.key for record in records if json.loads(record.key)[0] == "job_version_changed"} == {
+        json.dumps(["job_version_changed", scenario.NAMESPACE, scenario.JOB], separators=(",", ":")).encode()
+    }
+    v1, v2, v3 = (v["version"] for v in history.job_versions(store.store, scenario.NAMESPACE, scenario.JOB)["versions"])
+    assert [(m["previousVersion"], m["version"]) for m in changes] == [(None, v1), (v1, v2), (v2, v3)]
+    for message in changes:
+        _validator("job_version_changed").validate(message)
+    for message in changes[1:]:
+        answered = history.job_version_diff(
+            store.store, scenario.NAMESPACE, scenario.JOB, message["previousVersion"], message["version"]
+        )
+        assert message["diff"] == answered["diff"]
+    [retyped] = changes[2]["diff"]["edges"]["changed"]
+    assert (retyped["to"]["subtype"], retyped["to"]["description"]) == ("TRANSFORMATION", scenario.ROUND)
+    assert [d["name"] for d in changes[0]["diff"]["outputs"]["added"]] == [scenario.ENRICHED["name"]]
+
+    # its table lineage deleted: the job has no current version any more, and says so once
+    store.delete_table_lineage(scenario.JOB, scenario.NAMESPACE)
+    records = read_topic(kafka_bootstrap, changes_topic, expected=None, timeout_seconds=30)
+    last = [json.loads(record.value) for record in records if json.loads(record.key)[0] == "job_version_changed"][3:]
+    assert [(m["previousVersion"], m["version"]) for m in last] == [(v3, None)]
+    assert [d["name"] for d in last[0]["diff"]["outputs"]["removed"]] == [scenario.ENRICHED["name"]]
+
+
 def test_retiring_stale_jobs_publishes_their_edges_as_retired(publishing: Any, kafka_bootstrap: str) -> None:
     store, changes_topic = publishing
     store.write([prepare(event) for event in _demo_events()])
@@ -326,3 +369,27 @@ def test_changed_messages_are_whole_states_not_deltas() -> None:
     assert changed[column]["transformation"] == {"description": "b"}
     assert changed[edge] == {"kind": "table_lineage_edge", "state": "retired"}
     assert run not in changed, "a run is never retired"
+
+
+def test_a_version_message_names_both_versions_and_what_changed() -> None:
+    key = ("job_version_changed", "ns", "job")
+    content = {"inputs": [["ns", "a"]], "outputs": [["ns", "o"]], "schemas": [], "edges": []}
+    swapped = {**content, "inputs": [["ns", "b"]]}
+    before = {key: {"kind": "job_version_changed", "job": {"namespace": "ns", "name": "job"}, "version": "h1", "versionId": 1}}
+    after = {key: {**before[key], "version": "h2", "versionId": 2}}
+    assert changed_messages(before, before) == [] and versions_to_read(before, before) == set()
+    assert versions_to_read(before, after) == {1, 2}
+    assert changed_messages(before, after, {1: content, 2: swapped}) == [
+        (
+            key,
+            {
+                "kind": "job_version_changed",
+                "job": {"namespace": "ns", "name": "job"},
+                "previousVersion": "h1",
+                "version": "h2",
+                "diff": version_diff(content, swapped),
+            },
+        )
+    ]
+    [(_, first)] = changed_messages({}, after, {2: swapped})
+    assert first["previousVersion"] is None and first["diff"] == version_diff(None, swapped)

@@ -19,6 +19,7 @@ from kafka.admin import KafkaAdminClient
 from sqlalchemy.engine import make_url
 
 from consumer.store.single_writer import WriterLock
+from tests.consumer import history_scenario
 from tests.consumer.helpers import dump, write_events
 from tests.support.broker import free_port, unique_topic
 from tests.support.events import batch_write, table, with_column_lineage
@@ -85,8 +86,11 @@ def test_create_topics_without_a_broker_is_one_line_and_a_nonzero_exit():
 def test_migrate_is_versioned_and_idempotent(store_url):
     first = _consumer("migrate", "--store", store_url)
     second = _consumer("migrate", env={"LINEAGE_STORE_URL": store_url})
-    assert first.stdout.strip() == "schema at revision 0010 (applied 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010)"
-    assert second.stdout.strip() == "schema at revision 0010 (nothing to apply)"
+    assert (
+        first.stdout.strip()
+        == "schema at revision 0011 (applied 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011)"
+    )
+    assert second.stdout.strip() == "schema at revision 0011 (nothing to apply)"
 
 
 @pytest.mark.parametrize("prepare_process", ["yes", "no"])
@@ -204,6 +208,27 @@ def test_lineage_questions_are_handed_to_the_read_side_with_the_store(store, sto
     result = _consumer("lineage", "--json", "upstream", "mart.o", "--store", store_url)
     assert result.returncode == 0, result.stderr
     assert [t["name"] for t in json.loads(result.stdout)["tables"]] == ["/tmp/warehouse/raw.db/orders"]
+
+
+def test_a_jobs_lineage_history_on_the_command_line(store, store_url):
+    for events in history_scenario.every_day():
+        write_events(store, events)
+    versions = _consumer("lineage", "versions", history_scenario.JOB, "--store", store_url)
+    assert versions.returncode == 0, versions.stderr
+    assert len(versions.stdout.splitlines()) == 3 + 3  # title, headers, rule, one line per version
+    diff = _consumer(
+        "lineage", "diff", history_scenario.JOB, "--from", "2026-01-02T12:00:00Z", "--to", "2026-01-06", "--store", store_url
+    )
+    assert diff.returncode == 0, diff.stderr
+    assert [line.split()[:2] for line in diff.stdout.splitlines()[3:]] == [
+        ["reads", "added"],
+        ["reads", "removed"],
+        ["field", "added"],
+        ["edge", "added"],
+        ["edge", "changed"],
+    ]
+    unknown = _consumer("lineage", "diff", "no.such.job", "--from", "a", "--to", "b", "--store", store_url)
+    assert (unknown.returncode, unknown.stderr.strip()) == (1, "error: job 'no.such.job' not found")
 
 
 def test_store_urls_are_logged_and_reported_without_their_passwords(postgres_url, kafka_bootstrap):

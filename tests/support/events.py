@@ -4,6 +4,7 @@ streaming micro-batch (RUNNING with the microBatch run facet)."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -16,6 +17,11 @@ FACETS = "https://openlineage.io/spec/facets"
 CUSTOM = "https://raw.githubusercontent.com/spark-lineage/spark-lineage/main/schemas/1-0-0"
 WAREHOUSE = "/tmp/warehouse"
 BASE_TIME = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+@functools.cache
+def _adapter_version() -> str:
+    return metadata.version("spark-lineage")
 
 
 def _facet(url: str, **fields: Any) -> dict[str, Any]:
@@ -113,7 +119,7 @@ def run_event(
             f"{FACETS}/1-1-1/ProcessingEngineRunFacet.json#/$defs/ProcessingEngineRunFacet",
             version="4.0.0",
             name="spark",
-            openlineageAdapterVersion=metadata.version("spark-lineage"),
+            openlineageAdapterVersion=_adapter_version(),
         ),
     }
     if parent_run_id:
