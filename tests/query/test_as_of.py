@@ -312,3 +312,16 @@ def test_as_of_now_every_job_answers_with_the_rows_the_store_holds(store: Store)
         versions = asof.versions_at(conn, datetime.now(timezone.utc))
         assert len(versions) == jobs and any(version is not None for version in versions.values())
         assert asof.replaced_at(conn, datetime.now(timezone.utc)) == {}
+
+
+def test_each_jobs_version_at_an_instant_is_the_one_the_history_routes_name(history: Store) -> None:
+    """The walks (all jobs at once) and the history diff (one job) choose the same version at every instant."""
+    from consumer.query.history import version_current_at
+
+    instants = [_day(0), _day(2) + timedelta(seconds=2), *INSTANTS.values(), _day(30)]
+    with reading(history) as conn:
+        for instant in instants:
+            at = asof.versions_at(conn, instant)
+            assert at == {job: version_current_at(conn, job, instant) for job in at}, instant
+        # the report job's v1 and v3, and the summary job's one version
+        assert len(set(asof.versions_at(conn, V1).values()) | set(asof.versions_at(conn, V3).values())) == 3
