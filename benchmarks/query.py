@@ -7,6 +7,9 @@ The graph (at --jobs J): J/30 chains of 30 jobs; job i of a chain reads the chai
 datasets of its own and writes dataset i+1 (so ~3 datasets per job: 100,000 jobs -> ~303,000 datasets);
 20 columns per dataset; each output column <- the same column of the chain input (DIRECT/IDENTITY) and one
 side column (INDIRECT/FILTER); 3 runs per job, run k reading snapshot k of every input and writing snapshot k.
+The jobs of one chain in CHANGED_EVERY have job versions: their first run ran an older version that read
+only the second side dataset (the FILTER edges from it), their later runs today's; the as-of questions ask
+those chains at an instant between the first and the second run.
 
 The hub-heavy graph (--graph hubs, at --jobs J): J/200 groups of 200 jobs; job k of a group reads the
 output of job k-1 (job 0: the group's fact table) and all three of the group's dimension tables, and writes
@@ -57,6 +60,8 @@ RUNS = 3
 CHUNK = 20_000
 NS = "bench"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+CHANGED_EVERY = 100  # one chain in this many changed its lineage after its first run
+AS_OF = T0 + timedelta(minutes=30)  # after every job's first run, before its second
 POSTGRES_ADMIN = os.environ.get("LINEAGE_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
 
@@ -206,8 +211,52 @@ def build(store: Any, jobs: int) -> dict[str, int]:
 
     graph_rows = (dataset_rows(), field_rows(), job_rows(), io_rows(), run_rows())
     counts = _load_all(store, when, graph_rows, ((s.column_lineage, lineage_rows()), (s.snapshot_lineage, snapshot_rows())))
+    counts["job_versions"] = add_versions(store, chains)
     counts["chains"] = chains
     return counts
+
+
+def _version_content(chain: int, step: int, sides: list[int]) -> dict[str, Any]:
+    """A chain job's version content: it reads the chain dataset and the side datasets `sides`, writes the next
+    chain dataset; each column DIRECT/IDENTITY from the chain input, INDIRECT/FILTER from the first side read."""
+    source, target = chain_dataset(chain, step), chain_dataset(chain, step + 1)
+    side = side_dataset(chain, step, sides[0])
+    inputs = sorted([NS, dataset_name(d)] for d in [source] + [side_dataset(chain, step, k) for k in sides])
+    edges = [
+        [NS, dataset_name(target), f"c{c}", NS, dataset_name(d), f"c{c}", kind, subtype, description, False]
+        for c in range(COLUMNS)
+        for d, kind, subtype, description in ((source, "DIRECT", "IDENTITY", None), (side, "INDIRECT", "FILTER", "c > 0"))
+    ]
+    return {"inputs": inputs, "outputs": [[NS, dataset_name(target)]], "schemas": [], "edges": sorted(edges, key=repr)}
+
+
+def changed_chains(chains: int) -> list[int]:
+    return list(range(0, chains, CHANGED_EVERY))
+
+
+def add_versions(store: Any, chains: int) -> int:
+    """Job versions for the jobs of `changed_chains`: the first run ran an older version (only the second
+    side dataset read), the later runs today's (what job_io and column_lineage hold)."""
+    rows, runs, current = [], [], []
+    for chain in changed_chains(chains):
+        for step in range(CHAIN):
+            job = chain * CHAIN + step + 1
+            old, now = 2 * job - 1, 2 * job
+            for version, sides in ((old, [1]), (now, list(range(SIDES)))):
+                content = _version_content(chain, step, sides)
+                rows.append(
+                    {"id": version, "job_id": job, "lineage_hash": f"{version:064d}", "content": content, "created_at": T0}
+                )
+            runs += [{"run": (job - 1) * RUNS + k + 1, "version": old if k == 0 else now} for k in range(RUNS)]
+            current.append({"job": job, "version": now})
+    with store.engine.begin() as conn:
+        conn.execute(insert(s.job_versions), rows)
+        conn.execute(text("UPDATE runs SET job_version_id = :version WHERE id = :run"), runs)
+        conn.execute(text("UPDATE jobs SET current_version_id = :version WHERE id = :job"), current)
+        if store.engine.dialect.name == "postgresql":
+            conn.execute(text("SELECT setval(pg_get_serial_sequence('job_versions', 'id'), (SELECT MAX(id) FROM job_versions))"))
+            conn.execute(text("ANALYZE job_versions, runs, jobs"))
+    return len(rows)
 
 
 # How the store walked /lineage before it went breadth-first: a recursive query over (job, depth) rows,
@@ -426,6 +475,25 @@ def questions(store: Any, chains: int) -> list[tuple[str, Callable[[random.Rando
     def marquez_lineage(rng: random.Random) -> Any:
         return mq.lineage_graph(store, f"dataset:{chain_end(rng)}", 20)
 
+    as_of = AS_OF.isoformat()
+    changed = changed_chains(chains)
+
+    def changed_end(rng: random.Random) -> str:
+        return f"{NS}:{dataset_name(chain_dataset(rng.choice(changed), CHAIN))}"
+
+    def table_lineage_as_of(rng: random.Random) -> Any:
+        answer = ls.table_lineage(store, changed_end(rng), "upstream", 20, as_of)
+        assert len(answer["tables"]) == 20 * 2  # the older version read one side dataset
+        return answer
+
+    def column_lineage_as_of(rng: random.Random) -> Any:
+        answer = ls.column_lineage(store, changed_end(rng), f"c{rng.randrange(COLUMNS)}", "upstream", 10, False, as_of)
+        assert len(answer["edges"]) == 20
+        return answer
+
+    def marquez_lineage_as_of(rng: random.Random) -> Any:
+        return mq.lineage_graph(store, f"dataset:{changed_end(rng)}", 20, as_of)
+
     def search(rng: random.Random) -> Any:
         return mq.search(store, f"chain_{rng.randrange(chains)}.table_1", None, "name", 10, None)
 
@@ -439,6 +507,9 @@ def questions(store: Any, chains: int) -> list[tuple[str, Callable[[random.Rando
         ("column lineage depth 10", column_lineage),
         ("snapshot lineage depth 10", snapshot_lineage),
         ("Marquez /lineage depth 20", marquez_lineage),
+        ("table lineage depth 20, as of", table_lineage_as_of),
+        ("column lineage depth 10, as of", column_lineage_as_of),
+        ("Marquez /lineage depth 20, as of", marquez_lineage_as_of),
         ("search", search),
         ("jobs list (25, offset<1000)", jobs_list),
     ]

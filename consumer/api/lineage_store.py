@@ -18,14 +18,28 @@ router = APIRouter(prefix="/api/v1/lineage-store", tags=["Lineage store"])
 Table = Query(..., description="dataset:NAMESPACE:NAME, NAMESPACE:NAME, or an unambiguous name / database.table")
 Direction = Query("upstream", description="upstream (where it comes from) or downstream (where it goes)")
 Depth = Query(20, ge=0, le=100)
+AsOf = Query(
+    None,
+    description="An ISO-8601 instant (e.g. 2026-03-01T12:00:00Z; no offset: UTC): answer with each job's version current "
+    "at that instant (its latest run created by then, a run finished by then first) instead of today's. Absent: today's lineage.",
+)
+SnapshotsAsOf = Query(
+    None,
+    description="An ISO-8601 instant (e.g. 2026-03-01T12:00:00Z; no offset: UTC): only the steps of runs created at or "
+    "before it. Absent: every run's.",
+)
 
 
 @router.get("/tables")
 def tables(
-    request: Request, table: str = Table, direction: Literal["upstream", "downstream"] = Direction, depth: int = Depth
+    request: Request,
+    table: str = Table,
+    direction: Literal["upstream", "downstream"] = Direction,
+    depth: int = Depth,
+    asOf: str | None = AsOf,
 ) -> dict:
     """Tables up- or downstream of a table, transitive to `depth`, with the job of every step."""
-    return ls.table_lineage(request.app.state.store, table, direction, depth)
+    return ls.table_lineage(request.app.state.store, table, direction, depth, asOf)
 
 
 @router.get("/columns")
@@ -36,9 +50,10 @@ def columns(
     direction: Literal["upstream", "downstream"] = Direction,
     depth: int = Depth,
     directOnly: bool = Query(False, description="follow only DIRECT transformations"),
+    asOf: str | None = AsOf,
 ) -> dict:
     """Where a column's values come from (upstream) or go (downstream), each edge with its transformation."""
-    return ls.column_lineage(request.app.state.store, table, column, direction, depth, directOnly)
+    return ls.column_lineage(request.app.state.store, table, column, direction, depth, directOnly, asOf)
 
 
 @router.get("/snapshots")
@@ -48,9 +63,10 @@ def snapshots(
     snapshot: str = Query(..., description="the snapshot id (the snapshot facet's snapshotId)"),
     direction: Literal["upstream", "downstream"] = Direction,
     depth: int = Depth,
+    asOf: str | None = SnapshotsAsOf,
 ) -> dict:
     """Snapshots a table snapshot was derived from (upstream) or that derive from it (downstream), with job and batch."""
-    return ls.snapshot_lineage(request.app.state.store, table, snapshot, direction, depth)
+    return ls.snapshot_lineage(request.app.state.store, table, snapshot, direction, depth, asOf)
 
 
 @router.get("/correction-plan")
@@ -98,15 +114,20 @@ def aligned_start(request: Request, table: list[str] = Tables) -> dict:
 
 
 @router.get("/graph.svg", response_class=Response, responses={200: {"content": {"image/svg+xml": {}}}})
-def graph_svg(request: Request, nodeId: str = Query(...), depth: int = Query(5, ge=0, le=100)) -> Response:
+def graph_svg(
+    request: Request, nodeId: str = Query(...), depth: int = Query(5, ge=0, le=100), asOf: str | None = AsOf
+) -> Response:
     """The node's lineage (tables and jobs, or columns for a datasetField node) as an SVG picture."""
-    return Response(to_svg(ls.picture(request.app.state.store, nodeId, depth)), media_type="image/svg+xml")
+    return Response(to_svg(ls.picture(request.app.state.store, nodeId, depth, as_of=asOf)), media_type="image/svg+xml")
 
 
 @router.get("/graph.dot", response_class=PlainTextResponse)
-def graph_dot(request: Request, nodeId: str = Query(...), depth: int = Query(5, ge=0, le=100)) -> PlainTextResponse:
+def graph_dot(
+    request: Request, nodeId: str = Query(...), depth: int = Query(5, ge=0, le=100), asOf: str | None = AsOf
+) -> PlainTextResponse:
     """The same graph as Graphviz DOT text."""
-    return PlainTextResponse(to_dot(ls.picture(request.app.state.store, nodeId, depth)), media_type="text/vnd.graphviz")
+    picture = ls.picture(request.app.state.store, nodeId, depth, as_of=asOf)
+    return PlainTextResponse(to_dot(picture), media_type="text/vnd.graphviz")
 
 
 @router.delete("/jobs/{namespace}/{job}/table-lineage", dependencies=[Depends(require_token)], responses=TOKEN_ERRORS)

@@ -27,6 +27,12 @@ Limit = Query(100, ge=0, le=10_000, description="The number of results to return
 Offset = Query(0, ge=0, le=MAX_OFFSET, description="The initial position from which to return results.")
 LastRunStates = Query(None, description="Only jobs whose latest run is in one of these states.")
 Depth = Query(20, ge=0, le=100, description="Depth of the lineage graph to create.")
+AsOf = Query(
+    None,
+    description="An ISO-8601 instant (e.g. 2026-03-01T12:00:00Z; no offset: UTC). The graph's edges are each job's "
+    "version current at that instant (its latest run created by then, a run finished by then first) instead of today's; "
+    "the nodes' data (facets, latest run, fields' types) stays today's. Absent: today's lineage.",
+)
 MAX_SEARCH_CHARACTERS = 200  # longer search patterns are refused (400)
 
 
@@ -115,9 +121,12 @@ class GraphResponse(JSONResponse):
 
 @router.get("/lineage", tags=["Lineage"], response_class=GraphResponse)
 def get_lineage(
-    request: Request, nodeId: str = Query(..., description="dataset:NS:NAME or job:NS:NAME"), depth: int = Depth
+    request: Request,
+    nodeId: str = Query(..., description="dataset:NS:NAME or job:NS:NAME"),
+    depth: int = Depth,
+    asOf: str | None = AsOf,
 ) -> GraphResponse:
-    return GraphResponse(q.lineage_graph(_store(request), nodeId, depth))
+    return GraphResponse(q.lineage_graph(_store(request), nodeId, depth, asOf))
 
 
 @router.get("/column-lineage", tags=["Column lineage"], response_class=GraphResponse)
@@ -126,8 +135,9 @@ def get_column_lineage(
     nodeId: str = Query(..., description="dataset:NS:NAME, datasetField:NS:DATASET:FIELD or job:NS:NAME"),
     depth: int = Depth,
     withDownstream: bool = Query(False),
+    asOf: str | None = AsOf,
 ) -> GraphResponse:
-    return GraphResponse(q.column_lineage_graph(_store(request), nodeId, depth, withDownstream))
+    return GraphResponse(q.column_lineage_graph(_store(request), nodeId, depth, withDownstream, asOf))
 
 
 @router.get("/events/lineage", tags=["Events"])

@@ -1,14 +1,14 @@
 """`python -m consumer lineage ...`: the lineage-store questions on the command line, printed as tables.
 
-    lineage upstream TABLE [--depth N]            tables a table is derived from, with the jobs between
-    lineage downstream TABLE [--depth N]          tables derived from a table
-    lineage columns TABLE COLUMN [--downstream] [--direct-only] [--depth N]
-    lineage snapshots TABLE SNAPSHOT [--downstream] [--depth N]
+    lineage upstream TABLE [--depth N] [--as-of T]  tables a table is derived from, with the jobs between
+    lineage downstream TABLE [--depth N] [--as-of T]  tables derived from a table
+    lineage columns TABLE COLUMN [--downstream] [--direct-only] [--depth N] [--as-of T]
+    lineage snapshots TABLE SNAPSHOT [--downstream] [--depth N] [--as-of T]
     lineage correction-plan TABLE SNAPSHOT        what to roll back and restart after a bad snapshot
     lineage partitions TABLE PARTITION [--downstream] [--depth N]
     lineage partition-correction-plan TABLE PARTITION   what to recompute and rerun after a bad partition
     lineage aligned-start TABLE [TABLE ...]       newest mutually consistent snapshots to start a job from
-    lineage graph NODE_ID [--format svg|dot] [--depth N] [--output FILE]
+    lineage graph NODE_ID [--format svg|dot] [--depth N] [--output FILE] [--as-of T]
     lineage versions JOB                          the job's lineage versions: first and last run, runs, current
     lineage diff JOB --from X --to Y              what changed in the job's lineage between two versions
     lineage field-history TABLE                   per field: the job version changes that changed what flows into it
@@ -16,7 +16,8 @@
 TABLE is dataset:NAMESPACE:NAME, NAMESPACE:NAME, or an unambiguous name / database.table; PARTITION is
 column=value, several joined by '/' (dt=2024-01-02, a=1/b=x); JOB is job:NAMESPACE:NAME, NAMESPACE:NAME or an
 unambiguous name; a version (X, Y) is a hash, a unique prefix of one (7 characters or more) or an ISO-8601
-instant (the version current then).
+instant (the version current then). --as-of T (ISO 8601, e.g. 2026-03-01T12:00:00Z; no offset: UTC)
+answers with each job's version current at T instead of today's (snapshots: the runs created by T).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, TextIO
 
 from consumer.query import history
 from consumer.query import lineage_store as ls
+from consumer.query.as_of import parse_as_of
 from consumer.query.errors import NotFound, QueryError
 from consumer.query.render import to_dot, to_svg
 
@@ -38,6 +40,7 @@ def main(argv: Sequence[str], store: Any, out: TextIO | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(list(argv))
     try:
+        parse_as_of(getattr(args, "as_of", None), "--as-of")  # a bad instant named as the user typed it
         args.run(args, store, out)
     except (QueryError, NotFound) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -53,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=f"{name} tables of TABLE")
         command.add_argument("table")
         command.add_argument("--depth", type=int, default=20)
+        _as_of_option(command)
         command.set_defaults(run=_tables, direction=name)
     command = commands.add_parser("columns", help="where a column comes from (or goes with --downstream)")
     command.add_argument("table")
@@ -60,12 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--downstream", action="store_true")
     command.add_argument("--direct-only", action="store_true")
     command.add_argument("--depth", type=int, default=20)
+    _as_of_option(command)
     command.set_defaults(run=_columns)
     command = commands.add_parser("snapshots", help="snapshots TABLE@SNAPSHOT derives from (or --downstream)")
     command.add_argument("table")
     command.add_argument("snapshot")
     command.add_argument("--downstream", action="store_true")
     command.add_argument("--depth", type=int, default=20)
+    _as_of_option(command, "only the steps of runs created at or before T (ISO 8601; no offset: UTC)")
     command.set_defaults(run=_snapshots)
     command = commands.add_parser("correction-plan", help="what to roll back and restart after a bad snapshot")
     command.add_argument("table")
@@ -91,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--format", choices=("svg", "dot"), default="dot")
     command.add_argument("--depth", type=int, default=5)
     command.add_argument("--output", help="write to this file instead of stdout")
+    _as_of_option(command)
     command.set_defaults(run=_graph)
     command = commands.add_parser("versions", help="the job's lineage versions, oldest first")
     command.add_argument("job")
@@ -107,6 +114,14 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("table")
     command.set_defaults(run=_field_history)
     return parser
+
+
+def _as_of_option(command: argparse.ArgumentParser, help_text: str = "") -> None:
+    command.add_argument(
+        "--as-of",
+        metavar="T",
+        help=help_text or "answer with each job's version current at T (ISO 8601, e.g. 2026-03-01T12:00:00Z; no offset: UTC)",
+    )
 
 
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
@@ -131,10 +146,15 @@ def _name(ref: dict | None) -> str:
 
 
 def _tables(args: argparse.Namespace, store: Any, out: TextIO) -> None:
-    answer = ls.table_lineage(store, args.table, args.direction, args.depth)
+    answer = ls.table_lineage(store, args.table, args.direction, args.depth, args.as_of)
     rows = [(e["depth"], _name(e["from"]), _name(e["job"]), _name(e["to"])) for e in answer["edges"]]
     title = f"{args.direction} of {_name(answer['table'])} ({len(answer['tables'])} tables, depth {args.depth})"
+    title += _as_of_title(answer)
     _emit(args, out, answer, title, rows, ["depth", "from table", "job", "to table"])
+
+
+def _as_of_title(answer: dict) -> str:
+    return f" as of {answer['asOf']}" if "asOf" in answer else ""
 
 
 def _field(ref: dict) -> str:
@@ -143,7 +163,7 @@ def _field(ref: dict) -> str:
 
 def _columns(args: argparse.Namespace, store: Any, out: TextIO) -> None:
     direction = "downstream" if args.downstream else "upstream"
-    answer = ls.column_lineage(store, args.table, args.column, direction, args.depth, args.direct_only)
+    answer = ls.column_lineage(store, args.table, args.column, direction, args.depth, args.direct_only, args.as_of)
     rows = [
         (
             e["depth"],
@@ -158,6 +178,7 @@ def _columns(args: argparse.Namespace, store: Any, out: TextIO) -> None:
         for e in answer["edges"]
     ]
     title = f"{direction} of column {_field(answer['column'])}" + (" (DIRECT only)" if args.direct_only else "")
+    title += _as_of_title(answer)
     _emit(
         args, out, answer, title, rows, ["depth", "from column", "to column", "type", "subtype", "description", "masking", "job"]
     )
@@ -165,12 +186,12 @@ def _columns(args: argparse.Namespace, store: Any, out: TextIO) -> None:
 
 def _snapshots(args: argparse.Namespace, store: Any, out: TextIO) -> None:
     direction = "downstream" if args.downstream else "upstream"
-    answer = ls.snapshot_lineage(store, args.table, args.snapshot, direction, args.depth)
+    answer = ls.snapshot_lineage(store, args.table, args.snapshot, direction, args.depth, args.as_of)
     rows = [
         (x["depth"], _name(x["from"]), x["from"]["snapshot"], x["job"]["name"], x["batchId"], _name(x["to"]), x["to"]["snapshot"])
         for x in answer["steps"]
     ]
-    title = f"{direction} snapshots of {_name(answer['table'])} @ {args.snapshot}"
+    title = f"{direction} snapshots of {_name(answer['table'])} @ {args.snapshot}" + _as_of_title(answer)
     _emit(args, out, answer, title, rows, ["depth", "from table", "snapshot", "job", "batch", "to table", "snapshot"])
 
 
@@ -243,7 +264,7 @@ def _aligned(args: argparse.Namespace, store: Any, out: TextIO) -> None:
 
 
 def _graph(args: argparse.Namespace, store: Any, out: TextIO) -> None:
-    picture = ls.picture(store, args.node_id, args.depth)
+    picture = ls.picture(store, args.node_id, args.depth, as_of=args.as_of)
     text = to_svg(picture) if args.format == "svg" else to_dot(picture)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:

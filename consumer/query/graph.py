@@ -15,10 +15,14 @@ a non-indexed column and rebuilds it every step — 30-100x slower; the store is
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import attrs
 from sqlalchemy import Connection, bindparam, text
+
+from consumer.query.as_of import CURRENT, EdgeSource
+from consumer.store.schema import Time
 
 
 @attrs.frozen
@@ -81,21 +85,39 @@ def _ids_in_chunks(ids: Iterable[int]) -> Iterable[list[int]]:
         yield ordered[start : start + _IDS_PER_QUERY]
 
 
-def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int]) -> set[int]:
+# ---------------------------------------------------------------- the rows walked (consumer.query.as_of)
+# A query reads job_io or column_lineage as %EDGES% (and ends its WHERE with %ONLY%): it is run once per
+# branch of the EdgeSource, the branches' rows together. Today's source has one branch, the table itself.
+
+
+def _each(sql: str, branches: Sequence[tuple[str, str]], alias: str, joiner: str) -> str:
+    """`sql` over each branch (its table as %EDGES%, its condition on `alias` as %ONLY%), joined by `joiner`."""
+    return f"\n{joiner}\n".join(
+        sql.replace("%EDGES%", table).replace("%ONLY%", only.format(alias=alias)) for table, only in branches
+    )
+
+
+def _step(sql: str, branches: Sequence[tuple[str, str]], overlay: tuple[str, str] | None, alias: str) -> str:
+    """The recursive step of a walk over the branches: one recursive term per branch, or one over `overlay`."""
+    return _each(sql, branches if overlay is None else [overlay], alias, "UNION")
+
+
+def _column_of_io(conn: Connection, column: str, key: str, ids: Iterable[int], edges: EdgeSource = CURRENT) -> set[int]:
     """DISTINCT `column` of the job_io rows whose `key` is one of `ids`."""
     found: set[int] = set()
-    sql = _id_lists(conn, f"SELECT DISTINCT {column} FROM job_io WHERE {key} IN :ids", "ids")  # noqa: S608 - column names from this module's constants; the ids are bound
+    sql = _each(f"SELECT DISTINCT {column} FROM %EDGES% io WHERE {key} IN :ids %ONLY%", edges.job_io, "io", "UNION")  # noqa: S608 - column names from this module's constants; the ids are bound
+    statement = _id_lists(conn, sql, "ids")
     for chunk in _ids_in_chunks(ids):
-        found.update(conn.execute(sql, {"ids": chunk}).scalars())
+        found.update(conn.execute(statement, {"ids": chunk, **edges.parameters}).scalars())
     return found
 
 
-def jobs_touching(conn: Connection, dataset_id: int) -> list[int]:
+def jobs_touching(conn: Connection, dataset_id: int, edges: EdgeSource = CURRENT) -> list[int]:
     """Jobs that read or write the dataset."""
-    return sorted(_column_of_io(conn, "job_id", "dataset_id", [dataset_id]))
+    return sorted(_column_of_io(conn, "job_id", "dataset_id", [dataset_id], edges))
 
 
-def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> list[int]:
+def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int, edges: EdgeSource = CURRENT) -> list[int]:
     """Jobs linked to `start_jobs` through shared datasets (either direction), within `depth` job hops
     (Marquez /lineage). Breadth-first, one level per step: the jobs sharing a not yet seen dataset with the
     newest jobs, so every job and dataset is expanded once however many paths lead to it. (A recursive
@@ -105,15 +127,15 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
     frontier, seen_datasets = set(reached), set[int]()
     # PostgreSQL's planner estimates a hub dataset's jobs from the average and hash-joins the
     # whole of job_io in the one-query form: there, two index lookups per level are faster.
-    one_query = conn.dialect.name != "postgresql"
+    one_query = conn.dialect.name != "postgresql" and edges.is_current
     for _ in range(depth):
         if one_query and len(frontier) <= _IDS_PER_QUERY and len(seen_datasets) <= _IDS_PER_QUERY:
             # one round trip per level: what a chain of small jobs needs most
             pairs = conn.execute(_NEXT_LEVEL, {"frontier": sorted(frontier), "seen": sorted(seen_datasets)}).all()
             datasets, jobs = {dataset for dataset, _ in pairs}, {job for _, job in pairs}
         else:  # the same in two steps, each in chunks of ids
-            datasets = _column_of_io(conn, "dataset_id", "job_id", frontier) - seen_datasets
-            jobs = _column_of_io(conn, "job_id", "dataset_id", datasets)
+            datasets = _column_of_io(conn, "dataset_id", "job_id", frontier, edges) - seen_datasets
+            jobs = _column_of_io(conn, "job_id", "dataset_id", datasets, edges)
         seen_datasets |= datasets
         frontier = jobs - reached
         if not frontier:
@@ -124,7 +146,7 @@ def connected_jobs(conn: Connection, start_jobs: Sequence[int], depth: int) -> l
 
 # The new datasets first, then their jobs: joining job_io to itself directly would pair every
 # frontier job with every job of a hub dataset they share before DISTINCT removes the repeats.
-# (Not used on PostgreSQL: see connected_jobs.)
+# (Not used on PostgreSQL, see connected_jobs, nor as of an instant.)
 _NEXT_LEVEL = _expanding(
     "SELECT DISTINCT dataset_id, job_id FROM job_io WHERE dataset_id IN "
     "(SELECT dataset_id FROM job_io WHERE job_id IN :frontier AND dataset_id NOT IN :seen)",
@@ -141,86 +163,114 @@ def _existing_jobs(conn: Connection, job_ids: Sequence[int]) -> set[int]:
     return found
 
 
-def job_io_of(conn: Connection, job_ids: Sequence[int]) -> list[tuple[int, int, str]]:
-    sql = _id_lists(conn, "SELECT job_id, dataset_id, direction FROM job_io WHERE job_id IN :jobs", "jobs")
-    rows = [tuple(row) for chunk in _ids_in_chunks(job_ids) for row in conn.execute(sql, {"jobs": chunk})]
+def job_io_of(conn: Connection, job_ids: Sequence[int], edges: EdgeSource = CURRENT) -> list[tuple[int, int, str]]:
+    sql = _each(
+        "SELECT job_id, dataset_id, direction FROM %EDGES% io WHERE job_id IN :jobs %ONLY%", edges.job_io, "io", "UNION ALL"
+    )
+    statement = _id_lists(conn, sql, "jobs")
+    rows = [
+        tuple(row) for chunk in _ids_in_chunks(job_ids) for row in conn.execute(statement, {"jobs": chunk, **edges.parameters})
+    ]
     return sorted(rows)
 
 
 # upstream: from a dataset to the jobs that wrote it, to the datasets those jobs read
-_TABLE_WALK = """
-WITH RECURSIVE walk(dataset_id, depth) AS (
-    SELECT id, 0 FROM datasets WHERE id = :start
-    UNION
+_TABLE_STEP = """
     SELECT far.dataset_id, w.depth + 1
     FROM walk w
-    JOIN job_io near ON near.dataset_id = w.dataset_id AND near.direction = :near
-    JOIN job_io far ON far.job_id = near.job_id AND far.direction = :far
-    WHERE w.depth < :depth
-),
-reached AS (SELECT dataset_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id)
+    JOIN %EDGES% near ON near.dataset_id = w.dataset_id AND near.direction = :near
+    JOIN %EDGES% far ON far.job_id = near.job_id AND far.direction = :far
+    WHERE w.depth < :depth %ONLY%"""
+_TABLE_ANSWER = """
 SELECT near.dataset_id AS near_dataset, near.job_id, far.dataset_id AS far_dataset, MIN(r.depth) + 1 AS depth
 FROM reached r
-JOIN job_io near ON near.dataset_id = r.dataset_id AND near.direction = :near
-LEFT JOIN job_io far ON far.job_id = near.job_id AND far.direction = :far
-WHERE r.depth < :depth
-GROUP BY near.dataset_id, near.job_id, far.dataset_id
+JOIN %EDGES% near ON near.dataset_id = r.dataset_id AND near.direction = :near
+LEFT JOIN %EDGES% far ON far.job_id = near.job_id AND far.direction = :far
+WHERE r.depth < :depth %ONLY%
+GROUP BY near.dataset_id, near.job_id, far.dataset_id"""
+
+
+def _table_walk(edges: EdgeSource) -> str:
+    return f"""
+WITH RECURSIVE walk(dataset_id, depth) AS (
+    SELECT id, 0 FROM datasets WHERE id = :start
+    UNION{_step(_TABLE_STEP, edges.job_io, edges.overlay_job_io, "near")}
+),
+reached AS (SELECT dataset_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id)
+{_each(_TABLE_ANSWER, edges.job_io, "near", "UNION ALL")}
 ORDER BY 4, 1, 2, 3
-"""
+"""  # noqa: S608 - tables and conditions from consumer.query.as_of; the values are bound
 
 
-def table_edges(conn: Connection, start_dataset: int, depth: int, upstream: bool) -> list[TableEdge]:
+_CURRENT_TABLE_WALK = _table_walk(CURRENT)
+
+
+def table_edges(conn: Connection, start_dataset: int, depth: int, upstream: bool, edges: EdgeSource = CURRENT) -> list[TableEdge]:
     """Every (input dataset) -job-> (output dataset) step within `depth` steps up- or downstream of a dataset."""
     near, far = ("output", "input") if upstream else ("input", "output")
-    rows = conn.execute(text(_TABLE_WALK), {"start": start_dataset, "near": near, "far": far, "depth": depth})
-    edges = []
+    sql = text(_CURRENT_TABLE_WALK if edges.is_current else _table_walk(edges))
+    rows = conn.execute(sql, {"start": start_dataset, "near": near, "far": far, "depth": depth, **edges.parameters})
+    found = []
     for near_dataset, job, far_dataset, step in rows:
         if upstream:
-            edges.append(TableEdge(output_dataset=near_dataset, job_id=job, input_dataset=far_dataset, depth=step))
+            found.append(TableEdge(output_dataset=near_dataset, job_id=job, input_dataset=far_dataset, depth=step))
         elif far_dataset is not None:
-            edges.append(TableEdge(output_dataset=far_dataset, job_id=job, input_dataset=near_dataset, depth=step))
-    return edges
+            found.append(TableEdge(output_dataset=far_dataset, job_id=job, input_dataset=near_dataset, depth=step))
+    return found
 
 
 # ---------------------------------------------------------------- column lineage
 
-_FIELD_WALK = """
-WITH RECURSIVE walk(lineage_id, next_field, depth) AS (
-    SELECT cl.id, cl.{far}, 1 FROM column_lineage cl
-    WHERE cl.{near} IN :start AND :depth >= 1 {direct}
-    UNION
+_FIELD_START = "SELECT cl.id, cl.{far}, 1 FROM %EDGES% cl WHERE cl.{near} IN :start AND :depth >= 1 {direct} %ONLY%"
+_FIELD_STEP = """
     SELECT cl.id, cl.{far}, w.depth + 1
-    FROM walk w JOIN column_lineage cl ON cl.{near} = w.next_field
-    WHERE w.depth < :depth {direct}
-)
+    FROM walk w JOIN %EDGES% cl ON cl.{near} = w.next_field
+    WHERE w.depth < :depth {direct} %ONLY%"""
+# a walked row's id names it in its own branch (rows built for an instant have negative ids)
+_FIELD_ANSWER = """
 SELECT cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype,
        cl.transformation_description, cl.masking, cl.job_id, w.depth
 FROM (SELECT lineage_id, MIN(depth) AS depth FROM walk GROUP BY lineage_id) w
-JOIN column_lineage cl ON cl.id = w.lineage_id
-WHERE cl.output_field_id IS NOT NULL
-ORDER BY w.depth, cl.output_field_id, cl.input_field_id, cl.transformation_type, cl.transformation_subtype
+JOIN %EDGES% cl ON cl.id = w.lineage_id
+WHERE cl.output_field_id IS NOT NULL"""
+
+
+def _field_walk(edges: EdgeSource, near: str, far: str, direct: str) -> str:
+    branches, names = edges.column_lineage, {"near": near, "far": far, "direct": direct}
+    no_condition = [(table, "") for table, _ in branches]
+    return f"""
+WITH RECURSIVE walk(lineage_id, next_field, depth) AS (
+    {_each(_FIELD_START.format(**names), branches, "cl", "UNION")}
+    UNION{_step(_FIELD_STEP.format(**names), branches, edges.overlay_column_lineage, "cl")}
+)
+{_each(_FIELD_ANSWER, no_condition, "cl", "UNION ALL")}
+ORDER BY 8, 1, 2, 3, 4
 """
 
 
 def field_edges(
-    conn: Connection, start_fields: Sequence[int], depth: int, upstream: bool, direct_only: bool = False
+    conn: Connection,
+    start_fields: Sequence[int],
+    depth: int,
+    upstream: bool,
+    direct_only: bool = False,
+    edges: EdgeSource = CURRENT,
 ) -> list[FieldEdge]:
     """Field-level edges reached from `start_fields` within `depth` steps (upstream: towards the sources)."""
     if not start_fields:
         return []
     near, far = ("output_field_id", "input_field_id") if upstream else ("input_field_id", "output_field_id")
-    sql = _FIELD_WALK.format(near=near, far=far, direct="AND cl.transformation_type = 'DIRECT'" if direct_only else "")
-    rows = conn.execute(_expanding(sql, "start"), {"start": list(start_fields), "depth": depth})
+    direct = "AND cl.transformation_type = 'DIRECT'" if direct_only else ""
+    sql = _field_walk(edges, near, far, direct)
+    rows = conn.execute(_expanding(sql, "start"), {"start": list(start_fields), "depth": depth, **edges.parameters})
     return [FieldEdge(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7]) for row in rows]
 
 
-def dataset_level_inputs(conn: Connection, dataset_id: int) -> list[FieldEdge]:
+def dataset_level_inputs(conn: Connection, dataset_id: int, edges: EdgeSource = CURRENT) -> list[FieldEdge]:
     """The dataset-level INDIRECT inputs of a dataset (column-lineage rows without an output field)."""
-    sql = text(
-        """SELECT transformation_type, transformation_subtype, transformation_description, masking, job_id, input_field_id
-           FROM column_lineage WHERE output_dataset_id = :d AND output_field_id IS NULL
-           ORDER BY input_field_id, transformation_type, transformation_subtype"""
-    )
+    query = """SELECT transformation_type, transformation_subtype, transformation_description, masking, job_id, input_field_id
+           FROM %EDGES% cl WHERE output_dataset_id = :d AND output_field_id IS NULL %ONLY%"""
+    sql = text(_each(query, edges.column_lineage, "cl", "UNION ALL") + "\nORDER BY 6, 1, 2")
     return [
         FieldEdge(
             output_field=0,
@@ -232,7 +282,7 @@ def dataset_level_inputs(conn: Connection, dataset_id: int) -> list[FieldEdge]:
             job_id=row[4],
             depth=1,
         )
-        for row in conn.execute(sql, {"d": dataset_id})
+        for row in conn.execute(sql, {"d": dataset_id, **edges.parameters})
     ]
 
 
@@ -271,7 +321,7 @@ WITH RECURSIVE walk(dataset_id, snapshot_id, depth) AS (
       ON near.dataset_id = w.dataset_id AND near.snapshot_id = w.snapshot_id AND near.direction = :near
     JOIN snapshot_lineage far
       ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
-    WHERE w.depth < :depth
+    WHERE w.depth < :depth {runs_then}
 ),
 reached AS (SELECT dataset_id, snapshot_id, MIN(depth) AS depth FROM walk GROUP BY dataset_id, snapshot_id)
 SELECT near.dataset_id, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
@@ -281,18 +331,31 @@ JOIN snapshot_lineage near
   ON near.dataset_id = r.dataset_id AND near.snapshot_id = r.snapshot_id AND near.direction = :near
 JOIN snapshot_lineage far
   ON far.run_id = near.run_id AND far.barrier_id = near.barrier_id AND far.direction = :far
-WHERE r.depth < :depth
+WHERE r.depth < :depth {runs_then}
 GROUP BY near.dataset_id, near.snapshot_id, near.job_id, near.run_id, near.barrier_id,
          far.dataset_id, far.snapshot_id, {output}.created_at
 ORDER BY 9, 5, 1, 6
 """
 
 
-def snapshot_steps(conn: Connection, dataset_id: int, snapshot_id: str, depth: int, upstream: bool) -> list[SnapshotStep]:
-    """Each (input snapshot) -job, batch-> (output snapshot) step within `depth` steps of (dataset, snapshot)."""
+# As of an instant, the steps of the runs created by then only (a run's steps share its run_id).
+_RUNS_THEN = "AND near.run_id IN (SELECT id FROM runs WHERE created_at <= :as_of)"
+
+
+def _at(sql: str, as_of: datetime | None) -> Any:
+    """`sql` with an `:as_of` instant bound as the store's times are (UTC text on SQLite)."""
+    return text(sql).bindparams(bindparam("as_of", type_=Time)) if as_of is not None else text(sql)
+
+
+def snapshot_steps(
+    conn: Connection, dataset_id: int, snapshot_id: str, depth: int, upstream: bool, as_of: datetime | None = None
+) -> list[SnapshotStep]:
+    """Each (input snapshot) -job, batch-> (output snapshot) step within `depth` steps of (dataset, snapshot);
+    with `as_of`, of the runs created at or before that instant."""
     near, far = ("output", "input") if upstream else ("input", "output")
-    sql = _SNAPSHOT_WALK.format(output="near" if upstream else "far")
-    rows = conn.execute(text(sql), {"dataset": dataset_id, "snapshot": snapshot_id, "near": near, "far": far, "depth": depth})
+    sql = _SNAPSHOT_WALK.format(output="near" if upstream else "far", runs_then=_RUNS_THEN if as_of else "")
+    parameters = {"dataset": dataset_id, "snapshot": snapshot_id, "near": near, "far": far, "depth": depth}
+    rows = conn.execute(_at(sql, as_of), {**parameters, **({"as_of": as_of} if as_of else {})})
     steps = []
     for near_ds, near_snap, job, run, barrier, far_ds, far_snap, created, step in rows:
         if upstream:
@@ -302,9 +365,11 @@ def snapshot_steps(conn: Connection, dataset_id: int, snapshot_id: str, depth: i
     return steps
 
 
-def snapshot_exists(conn: Connection, dataset_id: int, snapshot_id: str) -> bool:
-    sql = text("SELECT 1 FROM snapshot_lineage WHERE dataset_id = :d AND snapshot_id = :s")
-    return conn.execute(sql, {"d": dataset_id, "s": snapshot_id}).first() is not None
+def snapshot_exists(conn: Connection, dataset_id: int, snapshot_id: str, as_of: datetime | None = None) -> bool:
+    """Whether a run (created at or before `as_of`, when given) read or wrote the snapshot."""
+    sql = "SELECT 1 FROM snapshot_lineage near WHERE dataset_id = :d AND snapshot_id = :s " + (_RUNS_THEN if as_of else "")  # noqa: S608 - a constant of this module
+    parameters = {"d": dataset_id, "s": snapshot_id, **({"as_of": as_of} if as_of else {})}
+    return conn.execute(_at(sql, as_of), parameters).first() is not None
 
 
 def produced_snapshots(conn: Connection, dataset_id: int, limit: int) -> list[tuple[str, Any, int, int, int]]:

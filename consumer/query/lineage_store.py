@@ -24,12 +24,13 @@ from sqlalchemy import Connection, select
 
 from consumer.partitions import parse_partition
 from consumer.query import graph
+from consumer.query.as_of import edges_as_of, parse_as_of
 from consumer.query.db import check_depth, iso, reading
 from consumer.query.errors import BadParameter, NotFound, SearchLimitReached
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.query.render import GraphEdge, GraphNode, Picture
 from consumer.store import schema as s
-from consumer.store.lookup import dataset_row_id, present
+from consumer.store.lookup import dataset_row_id, job_row_id, present
 
 ALIGNED_CANDIDATES = 50  # newest snapshots per table considered by aligned_start
 # Combinations aligned_start tries before it gives up: with nothing consistent, backtracking over n tables
@@ -89,12 +90,14 @@ def _job_ref(names: dict[int, tuple[str, str]], row_id: int) -> dict:
 # ---------------------------------------------------------------- tables
 
 
-def table_lineage(store: Any, table: str, direction: str, depth: int) -> dict:
+def table_lineage(store: Any, table: str, direction: str, depth: int, as_of: str | None = None) -> dict:
+    """Tables up- or downstream of a table; with `as_of` (ISO 8601), through each job's version current then."""
     check_depth(depth)
     upstream = _direction(direction)
-    with reading(store) as conn:
+    instant = parse_as_of(as_of)
+    with reading(store) as conn, edges_as_of(conn, instant) as source:
         start = resolve_dataset(conn, table)
-        edges = graph.table_edges(conn, start, depth, upstream)
+        edges = graph.table_edges(conn, start, depth, upstream, source)
         datasets = graph.names(conn, s.datasets, [start] + [e.input_dataset for e in edges] + [e.output_dataset for e in edges])
         jobs = graph.names(conn, s.jobs, [e.job_id for e in edges])
     reached: dict[int, int] = {}
@@ -106,6 +109,7 @@ def table_lineage(store: Any, table: str, direction: str, depth: int) -> dict:
         "table": _dataset_ref(datasets, start),
         "direction": direction,
         "depth": depth,
+        **_as_of_key(instant),
         "tables": sorted(
             ({**_dataset_ref(datasets, d), "distance": dist} for d, dist in reached.items()),
             key=lambda t: (t["distance"], t["nodeId"]),
@@ -122,6 +126,11 @@ def table_lineage(store: Any, table: str, direction: str, depth: int) -> dict:
     }
 
 
+def _as_of_key(instant: Any) -> dict[str, str]:
+    """An answer as of an instant says which (UTC); today's answer keeps its shape."""
+    return {} if instant is None else {"asOf": iso(instant) or ""}
+
+
 def _direction(direction: str) -> bool:
     if direction not in ("upstream", "downstream"):
         raise BadParameter(f"direction={direction!r}: expected upstream or downstream")
@@ -131,17 +140,21 @@ def _direction(direction: str) -> bool:
 # ---------------------------------------------------------------- columns
 
 
-def column_lineage(store: Any, table: str, column: str, direction: str, depth: int, direct_only: bool) -> dict:
+def column_lineage(
+    store: Any, table: str, column: str, direction: str, depth: int, direct_only: bool, as_of: str | None = None
+) -> dict:
+    """Where a column's values come from or go; with `as_of` (ISO 8601), through each job's version current then."""
     check_depth(depth)
     upstream = _direction(direction)
-    with reading(store) as conn:
+    instant = parse_as_of(as_of)
+    with reading(store) as conn, edges_as_of(conn, instant) as source:
         dataset = resolve_dataset(conn, table)
         start = conn.execute(
             select(s.dataset_fields.c.id).where(s.dataset_fields.c.dataset_id == dataset, s.dataset_fields.c.name == column)
         ).scalar()
         start = present(start, f"column {column!r} not found in table {table!r}")
-        edges = graph.field_edges(conn, [start], depth, upstream, direct_only)
-        dataset_level = [] if (direct_only or not upstream or depth < 1) else graph.dataset_level_inputs(conn, dataset)
+        edges = graph.field_edges(conn, [start], depth, upstream, direct_only, source)
+        dataset_level = [] if (direct_only or not upstream or depth < 1) else graph.dataset_level_inputs(conn, dataset, source)
         fields = graph.describe_fields(
             conn,
             [start] + [e.input_field for e in edges] + [e.output_field for e in edges] + [e.input_field for e in dataset_level],
@@ -152,6 +165,7 @@ def column_lineage(store: Any, table: str, column: str, direction: str, depth: i
         "direction": direction,
         "depth": depth,
         "directOnly": direct_only,
+        **_as_of_key(instant),
         # INDIRECT inputs of the whole table (JOIN keys, FILTER, GROUP_BY, SORT): they shape every column
         "tableLevelInputs": [
             {
@@ -185,12 +199,14 @@ def _field_ref(f: graph.FieldInfo) -> dict:
 # ---------------------------------------------------------------- snapshots
 
 
-def snapshot_lineage(store: Any, table: str, snapshot: str, direction: str, depth: int) -> dict:
+def snapshot_lineage(store: Any, table: str, snapshot: str, direction: str, depth: int, as_of: str | None = None) -> dict:
+    """Snapshots a snapshot derives from or that derive from it; with `as_of` (ISO 8601), of the runs created by then."""
     check_depth(depth)
     upstream = _direction(direction)
+    instant = parse_as_of(as_of)
     with reading(store) as conn:
-        dataset = _snapshot_owner(conn, table, snapshot)
-        steps = graph.snapshot_steps(conn, dataset, snapshot, depth, upstream)
+        dataset = _snapshot_owner(conn, table, snapshot, instant)
+        steps = graph.snapshot_steps(conn, dataset, snapshot, depth, upstream, instant)
         datasets = graph.names(conn, s.datasets, [dataset] + [x.input_dataset for x in steps] + [x.output_dataset for x in steps])
         jobs = graph.names(conn, s.jobs, [x.job_id for x in steps])
         runs = _run_uuids(conn, [x.run_id for x in steps])
@@ -199,15 +215,17 @@ def snapshot_lineage(store: Any, table: str, snapshot: str, direction: str, dept
         "snapshot": snapshot,
         "direction": direction,
         "depth": depth,
+        **_as_of_key(instant),
         "steps": [_step(x, datasets, jobs, runs) for x in steps],
     }
 
 
-def _snapshot_owner(conn: Connection, table: str, snapshot: str) -> int:
-    """The table's row id, once its snapshot is known to the data-lineage store."""
+def _snapshot_owner(conn: Connection, table: str, snapshot: str, as_of: Any = None) -> int:
+    """The table's row id, once its snapshot is known to the data-lineage store (at `as_of`, when given)."""
     dataset = resolve_dataset(conn, table)
-    if not graph.snapshot_exists(conn, dataset, snapshot):
-        raise NotFound(f"snapshot {snapshot!r} of table {table!r} not found")
+    if not graph.snapshot_exists(conn, dataset, snapshot, as_of):
+        when = "" if as_of is None else f" at {iso(as_of)}"
+        raise NotFound(f"snapshot {snapshot!r} of table {table!r} not found{when}")
     return dataset
 
 
@@ -493,24 +511,18 @@ def _newest_consistent(candidates: list[list[tuple[str, Any, dict[int, set[str]]
 # ---------------------------------------------------------------- pictures
 
 
-def picture(store: Any, node_text: str, depth: int, kind: str = "table") -> Picture:
-    """The graph around a node: tables and jobs (dataset/job node ids) or columns (datasetField ids), both directions."""
+def picture(store: Any, node_text: str, depth: int, kind: str = "table", as_of: str | None = None) -> Picture:
+    """The graph around a node: tables and jobs (dataset/job node ids) or columns (datasetField ids), both directions;
+    with `as_of` (ISO 8601), through each job's version current then."""
     check_depth(depth)
     node = parse_node_id(node_text)
+    instant = parse_as_of(as_of)
     if node.kind == "datasetField":
-        return _column_picture(store, node, depth)
+        return _column_picture(store, node, depth, as_of)
     if node.kind == "job":
-        with reading(store) as conn:
-            outputs = (
-                conn.execute(
-                    select(s.job_io.c.dataset_id)
-                    .join(s.jobs, s.jobs.c.id == s.job_io.c.job_id)
-                    .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-                    .where(s.namespaces.c.name == node.namespace, s.jobs.c.name == node.name)
-                )
-                .scalars()
-                .all()
-            )
+        with reading(store) as conn, edges_as_of(conn, instant) as source:
+            job = job_row_id(conn, node.namespace, node.name)
+            outputs = [] if job is None else [dataset for _, dataset, _ in graph.job_io_of(conn, [job], source)]
             if not outputs:
                 raise NotFound(f"job '{node.name}' not found in namespace '{node.namespace}' (or it has no datasets)")
         tables = [f"dataset:{n}:{m}" for n, m in _names_of(store, outputs)]
@@ -522,7 +534,7 @@ def picture(store: Any, node_text: str, depth: int, kind: str = "table") -> Pict
     edges: set[GraphEdge] = set()
     for table in tables:
         for direction in ("upstream", "downstream"):
-            answer = table_lineage(store, table, direction, depth)
+            answer = table_lineage(store, table, direction, depth, as_of)
             start = answer["table"]
             nodes[start["nodeId"]] = GraphNode(start["nodeId"], start["name"], "DATASET", highlight=node.kind == "dataset")
             for e in answer["edges"]:
@@ -542,12 +554,12 @@ def _names_of(store: Any, dataset_ids: Sequence[int]) -> list[tuple[str, str]]:
         return sorted(graph.names(conn, s.datasets, dataset_ids).values())
 
 
-def _column_picture(store: Any, node: Any, depth: int) -> Picture:
+def _column_picture(store: Any, node: Any, depth: int, as_of: str | None) -> Picture:
     nodes: dict[str, GraphNode] = {}
     edges: set[GraphEdge] = set()
     table = f"dataset:{node.namespace}:{node.name}"
     for direction in ("upstream", "downstream"):
-        answer = column_lineage(store, table, node.field, direction, depth, direct_only=False)
+        answer = column_lineage(store, table, node.field, direction, depth, direct_only=False, as_of=as_of)
         start = answer["column"]
         nodes[start["nodeId"]] = GraphNode(start["nodeId"], f"{start['dataset']}.{start['field']}", "FIELD", highlight=True)
         for e in answer["edges"]:

@@ -9,7 +9,8 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from consumer.query import graph
-from consumer.query.db import check_depth, in_ids, reading
+from consumer.query.as_of import EdgeSource, edges_as_of, parse_as_of
+from consumer.query.db import check_depth, in_ids, iso, reading
 from consumer.query.errors import BadParameter
 from consumer.query.marquez.loaders import dataset_row, dataset_select, job_select, load_datasets, load_jobs
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
@@ -17,20 +18,22 @@ from consumer.store import schema as s
 from consumer.store.lookup import existing_job_id, present
 
 
-def lineage_graph(store: Any, node_text: str, depth: int) -> dict:
-    """Marquez `GET /lineage`: the jobs connected to the node within `depth` job-hops, their datasets."""
+def lineage_graph(store: Any, node_text: str, depth: int, as_of: str | None = None) -> dict:
+    """Marquez `GET /lineage`: the jobs connected to the node within `depth` job-hops, their datasets; with
+    `as_of` (ISO 8601), the edges of each job's version current then (the nodes' data stays today's)."""
     check_depth(depth)
     node = parse_node_id(node_text)
     if node.kind not in ("dataset", "job"):
         raise BadParameter(f"nodeId {node_text!r}: /lineage takes a dataset or job node")
-    with reading(store) as conn:
+    instant = parse_as_of(as_of)
+    with reading(store) as conn, edges_as_of(conn, instant) as source:
         if node.kind == "dataset":
             start_dataset = dataset_row(conn, node.namespace, node.name).id
-            start_jobs = graph.jobs_touching(conn, start_dataset)
+            start_jobs = graph.jobs_touching(conn, start_dataset, source)
         else:
             start_dataset, start_jobs = None, [existing_job_id(conn, node.namespace, node.name)]
-        job_ids = graph.connected_jobs(conn, start_jobs, depth)
-        io = graph.job_io_of(conn, job_ids)
+        job_ids = graph.connected_jobs(conn, start_jobs, depth, source)
+        io = graph.job_io_of(conn, job_ids, source)
         dataset_ids = sorted({d for _, d, _ in io} | ({start_dataset} if start_dataset else set()))
         job_rows = conn.execute(job_select().where(in_ids(conn, s.jobs.c.id, job_ids))).all() if job_ids else []
         dataset_rows = (
@@ -69,33 +72,40 @@ def _edge_key(edge: dict[str, str]) -> tuple[str, str]:
     return edge["origin"], edge["destination"]
 
 
-def column_lineage_graph(store: Any, node_text: str, depth: int, with_downstream: bool) -> dict:
+def column_lineage_graph(store: Any, node_text: str, depth: int, with_downstream: bool, as_of: str | None = None) -> dict:
     """Marquez `GET /column-lineage`: field nodes; inEdges point (origin = the node) at upstream fields.
-    Each input carries the transformation type, subtype, description and masking Marquez drops."""
+    Each input carries the transformation type, subtype, description and masking Marquez drops. With `as_of`
+    (ISO 8601): the edges of each job's version current then, from the fields the store knew then."""
     check_depth(depth)
     node = parse_node_id(node_text)
-    with reading(store) as conn:
-        start_fields = _start_fields(conn, node, node_text)
-        edges = graph.field_edges(conn, start_fields, depth, upstream=True)
+    instant = parse_as_of(as_of)
+    with reading(store) as conn, edges_as_of(conn, instant) as source:
+        start_fields = _start_fields(conn, node, node_text, source)
+        edges = graph.field_edges(conn, start_fields, depth, upstream=True, edges=source)
         if with_downstream:
-            edges += graph.field_edges(conn, start_fields, depth, upstream=False)
+            edges += graph.field_edges(conn, start_fields, depth, upstream=False, edges=source)
         fields = graph.describe_fields(conn, {e.output_field for e in edges} | {e.input_field for e in edges} | set(start_fields))
     return {"graph": _field_graph(fields, edges)}
 
 
-def _start_fields(conn: Connection, node: Any, node_text: str) -> list[int]:
+def _start_fields(conn: Connection, node: Any, node_text: str, source: EdgeSource) -> list[int]:
     if node.kind == "run":
         raise BadParameter(f"nodeId {node_text!r}: /column-lineage takes a dataset, datasetField or job node")
+    known = [] if source.instant is None else [s.dataset_fields.c.created_at <= source.instant]
     if node.kind == "job":
-        outputs = select(s.job_io.c.dataset_id).where(
-            s.job_io.c.job_id == existing_job_id(conn, node.namespace, node.name), s.job_io.c.direction == "output"
-        )
-        return list(conn.execute(select(s.dataset_fields.c.id).where(s.dataset_fields.c.dataset_id.in_(outputs))).scalars())
+        job = existing_job_id(conn, node.namespace, node.name)
+        if source.is_current:
+            outputs: Any = select(s.job_io.c.dataset_id).where(s.job_io.c.job_id == job, s.job_io.c.direction == "output")
+        else:
+            outputs = sorted({dataset for _, dataset, direction in graph.job_io_of(conn, [job], source) if direction == "output"})
+        query = select(s.dataset_fields.c.id).where(s.dataset_fields.c.dataset_id.in_(outputs), *known)
+        return list(conn.execute(query).scalars())
     dataset = dataset_row(conn, node.namespace, node.name)
-    fields = select(s.dataset_fields.c.id).where(s.dataset_fields.c.dataset_id == dataset.id)
+    fields = select(s.dataset_fields.c.id).where(s.dataset_fields.c.dataset_id == dataset.id, *known)
     if node.kind == "datasetField":
         found = conn.execute(fields.where(s.dataset_fields.c.name == node.field)).scalar()
-        return [present(found, f"field '{node.field}' not found in dataset '{node.name}' of namespace '{node.namespace}'")]
+        when = "" if source.instant is None else f" at {iso(source.instant)}"
+        return [present(found, f"field '{node.field}' not found in dataset '{node.name}' of namespace '{node.namespace}'{when}")]
     return list(conn.execute(fields).scalars())
 
 
