@@ -28,6 +28,7 @@ from sqlalchemy import Connection, bindparam, select, text
 from consumer.query.db import as_json, in_ids, parse_instant
 from consumer.query.errors import BadParameter
 from consumer.store import schema as s
+from consumer.store.rows import current_rows
 
 _CHUNK = 5_000
 
@@ -217,35 +218,7 @@ def lineage_rows(
         named |= {(e[i], e[i + 1]) for e in content["edges"] for i in (0, 3)}
     datasets = _dataset_ids(conn, named)
     fields = _field_ids(conn, {datasets[(e[i], e[i + 1])] for c in contents.values() for e in c["edges"] for i in (0, 3)})
-    io_rows: list[dict[str, Any]] = []
-    edge_rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for job_id, content in sorted(contents.items()):
-        for direction in ("input", "output"):
-            for namespace, name in content[f"{direction}s"]:
-                io_rows.append({"job_id": job_id, "dataset_id": datasets[(namespace, name)], "direction": direction})
-        for out_ns, out_name, out_field, in_ns, in_name, in_field, kind, subtype, description, masking in content["edges"]:
-            output_id, input_id = datasets[(out_ns, out_name)], datasets[(in_ns, in_name)]
-            output_field_id = None if out_field is None else fields[(output_id, out_field)]
-            key = (job_id, output_id, output_field_id, fields[(input_id, in_field)], kind, subtype)
-            row = {
-                "job_id": job_id,
-                "output_dataset_id": output_id,
-                "output_field_id": output_field_id,
-                "input_dataset_id": input_id,
-                "input_field_id": key[3],
-                "transformation_type": kind,
-                "transformation_subtype": subtype,
-                "transformation_description": description,
-                "masking": bool(masking),
-            }
-            known = edge_rows.get(key)
-            # one edge said two ways by one version: the store keeps the larger (description, masking)
-            if known is None or (description or "", bool(masking)) > (
-                known["transformation_description"] or "",
-                known["masking"],
-            ):
-                edge_rows[key] = row
-    return io_rows, list(edge_rows.values())
+    return current_rows(contents, datasets, fields)
 
 
 def _dataset_ids(conn: Connection, keys: set[DatasetKey]) -> dict[DatasetKey, int]:

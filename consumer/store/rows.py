@@ -304,3 +304,41 @@ def next_state(state: str, ended_at: datetime | None, event_state: str, time: da
     if STATE_RANK[event_state] > STATE_RANK[state]:
         state = event_state
     return state, ended_at
+
+
+def current_rows(
+    contents: Mapping[int, Mapping[str, Any]],
+    dataset_ids: Mapping[DatasetKey, int],
+    field_ids: Mapping[tuple[int, str], int],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The job_io and column_lineage rows of each job's version content (by job id), their names
+    resolved by `dataset_ids` and `field_ids` (dataset id, field name): the rows the store holds
+    while that version is current. One edge said two ways by one version keeps the larger
+    (description, masking)."""
+    io_rows: list[dict[str, Any]] = []
+    edge_rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for job_id, content in sorted(contents.items()):
+        for direction in ("input", "output"):
+            for namespace, name in content[f"{direction}s"]:
+                io_rows.append({"job_id": job_id, "dataset_id": dataset_ids[(namespace, name)], "direction": direction})
+        for out_ns, out_name, out_field, in_ns, in_name, in_field, kind, subtype, description, masking in content["edges"]:
+            output_id, input_id = dataset_ids[(out_ns, out_name)], dataset_ids[(in_ns, in_name)]
+            output_field_id = None if out_field is None else field_ids[(output_id, out_field)]
+            key = (job_id, output_id, output_field_id, field_ids[(input_id, in_field)], kind, subtype)
+            known = edge_rows.get(key)
+            if known is None or (description or "", bool(masking)) > (
+                known["transformation_description"] or "",
+                known["masking"],
+            ):
+                edge_rows[key] = {
+                    "job_id": job_id,
+                    "output_dataset_id": output_id,
+                    "output_field_id": output_field_id,
+                    "input_dataset_id": input_id,
+                    "input_field_id": key[3],
+                    "transformation_type": kind,
+                    "transformation_subtype": subtype,
+                    "transformation_description": description,
+                    "masking": bool(masking),
+                }
+    return io_rows, [edge_rows[key] for key in sorted(edge_rows, key=repr)]

@@ -42,6 +42,7 @@ from consumer.store.rows import (
     Merged,
     RawEvent,
     RunFold,
+    current_rows,
     keeps_stored_facets,
     lineage_content,
     lineage_from_content,
@@ -878,40 +879,13 @@ class _BatchWriter:
         with_fields = {dataset_id for dataset_id, _ in fields}
         edge_datasets = {ids[(e[i], e[i + 1])] for content, _ in contents.values() for e in content["edges"] for i in (0, 3)}
         fields.update(self._field_ids(sorted(edge_datasets - with_fields)))
-        io_rows: list[dict[str, Any]] = []
-        edge_rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for job_id, (content, since) in sorted(contents.items()):
-            for direction in ("input", "output"):
-                for namespace, name in content[f"{direction}s"]:
-                    io_rows.append(
-                        {"job_id": job_id, "dataset_id": ids[(namespace, name)], "direction": direction, "first_seen": since}
-                    )
-            for out_ns, out_name, out_field, in_ns, in_name, in_field, kind, subtype, description, masking in content["edges"]:
-                output_id, input_id = ids[(out_ns, out_name)], ids[(in_ns, in_name)]
-                output_field_id = None if out_field is None else fields[(output_id, out_field)]
-                key = (job_id, output_id, output_field_id, fields[(input_id, in_field)], kind, subtype)
-                row = {
-                    "job_id": job_id,
-                    "output_dataset_id": output_id,
-                    "output_field_id": output_field_id,
-                    "input_dataset_id": input_id,
-                    "input_field_id": key[3],
-                    "transformation_type": kind,
-                    "transformation_subtype": subtype,
-                    "transformation_description": description,
-                    "masking": bool(masking),
-                }
-                known = edge_rows.get(key)
-                # one edge said two ways by one version: the larger (description, masking) is kept
-                if known is None or (description or "", bool(masking)) > (
-                    known["transformation_description"] or "",
-                    known["masking"],
-                ):
-                    edge_rows[key] = row
+        io_rows, edge_rows = current_rows({job_id: content for job_id, (content, _) in contents.items()}, ids, fields)
+        for row in io_rows:
+            row["first_seen"] = contents[row["job_id"]][1]
         if io_rows:
             self.many(self.insert(job_io), sorted(io_rows, key=lambda r: (r["job_id"], r["dataset_id"], r["direction"])))
         if edge_rows:
-            self.many(self.insert(column_lineage), [edge_rows[key] for key in sorted(edge_rows, key=repr)])
+            self.many(self.insert(column_lineage), edge_rows)
 
     def _dataset_ids(self, keys: Sequence[DatasetKey]) -> dict[DatasetKey, int]:
         """Ids of stored datasets by (namespace, name)."""
