@@ -53,6 +53,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
+from benchmarks.scratch_postgres import scratch_database
 from consumer.ingest.kafka_io import DeadLetters, EventSource
 from consumer.ingest.kafka_loop import Ingestor, SourceState
 from consumer.ingest.prepare import tune_garbage_collector
@@ -483,22 +484,6 @@ def processes_rate(
         engine.dispose()
 
 
-def _fresh_postgres(admin_url: str) -> tuple[str, str]:
-    name = f"lineage_bench_{uuid.uuid4().hex[:8]}"
-    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    engine.dispose()
-    return admin_url.rsplit("/", 1)[0] + f"/{name}", name
-
-
-def _drop_postgres(admin_url: str, name: str) -> None:
-    engine = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    engine.dispose()
-
-
 def measure(label: str, url: str, bootstrap: str, topic: str, count: int, batch_size: int, tables: bool = False) -> str:
     """One database's line: rates, rows, bytes and (PostgreSQL) WAL per event."""
     raw_cores, ingest_cores = BusyCores(), BusyCores()
@@ -561,22 +546,22 @@ def run_workload(workload: str, bootstrap: str, args: argparse.Namespace) -> Non
     print(f"workload {workload}: {count} events on {topic}")
     with tempfile.TemporaryDirectory() as scratch:
         print(measure("sqlite", f"sqlite:///{Path(scratch) / 'bench.db'}", bootstrap, topic, count, args.batch_size))
-        pg_url, pg_name = _fresh_postgres(args.postgres)
+        pg_url, drop_pg = scratch_database(args.postgres, "lineage_bench")
         try:
             print(measure("postgresql", pg_url, bootstrap, topic, count, args.batch_size, args.tables))
         finally:
-            _drop_postgres(args.postgres, pg_name)
+            drop_pg()
     scaled_topic = f"bench-{uuid.uuid4().hex[:8]}"
     produce(bootstrap, scaled_topic, args.events // 2, partitions=6, workload=workload)
     rates: list[float] = []
     cpu: list[float] = []
     for processes in range(1, args.processes + 1):
-        pg_url, pg_name = _fresh_postgres(args.postgres)
+        pg_url, drop_pg = scratch_database(args.postgres, "lineage_bench")
         cores = BusyCores()
         try:
             rates.append(processes_rate(pg_url, bootstrap, scaled_topic, count, processes, args.batch_size, cores, cpu))
         finally:
-            _drop_postgres(args.postgres, pg_name)
+            drop_pg()
         print(
             f"postgresql  {processes} ingest process{'es' if processes > 1 else '  '} on 6 partitions "
             f"{rates[-1]:8.0f} events/s{cores}   x{_ratio(rates[-1], rates[0])} of one"

@@ -42,9 +42,10 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
-from sqlalchemy import bindparam, create_engine, insert, text
+from sqlalchemy import bindparam, insert, text
 
 from benchmarks.ingest import spark_events
+from benchmarks.scratch_postgres import scratch_database
 from consumer.query import graph
 from consumer.query import lineage_store as ls
 from consumer.query import marquez as mq
@@ -666,17 +667,7 @@ def run(db: str, graph: str, jobs: int, samples: int, clients: int) -> None:
 def _database(db: str, tmp: str) -> tuple[str, Callable[[], None]]:
     if db == "sqlite":
         return f"sqlite:///{tmp}/bench.db", lambda: None
-    admin = create_engine(POSTGRES_ADMIN, isolation_level="AUTOCOMMIT")
-    name = f"bench_query_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-
-    def drop() -> None:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    return admin.url.set(database=name).render_as_string(hide_password=False), drop
+    return scratch_database(POSTGRES_ADMIN, "bench_query")
 
 
 def main() -> None:

@@ -21,14 +21,14 @@ import os
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
+from benchmarks.scratch_postgres import scratch_database
 from consumer.ingest.materialize import materialize
 from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import validate
@@ -168,20 +168,6 @@ def measure_beside_ingestion(url: str, days: int) -> dict[str, Any]:
     }
 
 
-def _postgres_database(admin_url: str) -> tuple[str, Any]:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"retention_bench_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-
-    def drop() -> None:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
-
-    return admin_url.rsplit("/", 1)[0] + f"/{name}", drop
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--days", type=int, default=365)
@@ -195,7 +181,7 @@ def main() -> None:
     if not args.sqlite_only:
         figures: dict[str, Any] = {}
         for measure in (measure_bytes, measure_beside_ingestion):
-            url, drop = _postgres_database(args.postgres)
+            url, drop = scratch_database(args.postgres, "retention_bench")
             try:
                 figures |= measure(url, args.days)
             finally:
