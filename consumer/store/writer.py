@@ -18,7 +18,7 @@ rows sorted by key, so row locks are taken in one order too: no deadlocks, no lo
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from datetime import datetime, timezone
 from typing import Any
 
@@ -485,24 +485,13 @@ class _BatchWriter:
         return found
 
     def _version_ids(self, wanted: Mapping[tuple[int, str], tuple[dict[str, Any], datetime]]) -> dict[tuple[int, str], int]:
-        """The ids of job versions by (job id, hash), inserting those not stored yet (only those)."""
-        key = [job_versions.c.job_id, job_versions.c.lineage_hash]
-        ids = self._select_ids(job_versions, key, sorted(wanted))
-        missing = sorted(set(wanted) - set(ids))
-        if missing:
-            statement = self.insert(job_versions).on_conflict_do_nothing(index_elements=["job_id", "lineage_hash"])
-            rows = [
-                {
-                    "job_id": job_id,
-                    "lineage_hash": content_hash,
-                    "content": wanted[(job_id, content_hash)][0],
-                    "created_at": wanted[(job_id, content_hash)][1],
-                }
-                for job_id, content_hash in missing
-            ]
-            self.many(statement, rows)
-            ids.update(self._select_ids(job_versions, key, missing))
-        return ids
+        """The ids of job versions by (job id, hash), inserting those not stored yet."""
+
+        def row(key: tuple[int, str]) -> dict[str, Any]:
+            content, created_at = wanted[key]
+            return {"job_id": key[0], "lineage_hash": key[1], "content": content, "created_at": created_at}
+
+        return self._ids_inserting_missing(job_versions, ["job_id", "lineage_hash"], wanted, row)
 
     def _version_times(self, version_ids: Sequence[int]) -> None:
         """A version's created_at is the earliest run that ran it (written only where that changed)."""
@@ -669,26 +658,32 @@ class _BatchWriter:
             )
 
     def version_contents(self, folded: Folded) -> dict[str, int]:
-        """The ids of the batch's version contents by hash, inserting those not stored yet (only
-        those: a known content costs one keyed lookup, and its row is never written again)."""
+        """The ids of the batch's version contents by hash, inserting those not stored yet."""
         wanted = {content_hash: (fields, facets) for _, _, _, content_hash, fields, facets, _, _ in folded.versions}
-        key = [dataset_version_contents.c.content_hash]
-        ids = self._select_ids(dataset_version_contents, key, sorted(wanted))
-        missing = sorted(set(wanted) - set(ids))
+
+        def row(content_hash: str) -> dict[str, Any]:
+            fields, facets = wanted[content_hash]
+            return {
+                "content_hash": content_hash,
+                "fields": None if fields is None else json_codec.Fragment(fields),
+                "facets": json_codec.object_of(facets),
+            }
+
+        return self._ids_inserting_missing(dataset_version_contents, ["content_hash"], wanted, row)
+
+    def _ids_inserting_missing(
+        self, table: Table, key_names: list[str], keys: Iterable[Any], row_of: Callable[[Any], dict[str, Any]]
+    ) -> dict[Any, int]:
+        """Ids of content-addressed rows by natural key, inserting (as `row_of(key)`) only those not
+        stored yet: a known row costs one keyed lookup and is never written again."""
+        key_columns = [table.c[name] for name in key_names]
+        wanted = set(keys)
+        ids = self._select_ids(table, key_columns, sorted(wanted))
+        missing = sorted(wanted - set(ids))
         if missing:
-            statement = self.insert(dataset_version_contents).on_conflict_do_nothing(index_elements=["content_hash"])
-            rows = []
-            for content_hash in missing:
-                fields, facets = wanted[content_hash]
-                rows.append(
-                    {
-                        "content_hash": content_hash,
-                        "fields": None if fields is None else json_codec.Fragment(fields),
-                        "facets": json_codec.object_of(facets),
-                    }
-                )
-            self.many(statement, rows)
-            ids.update(self._select_ids(dataset_version_contents, key, missing))
+            statement = self.insert(table).on_conflict_do_nothing(index_elements=key_names)
+            self.many(statement, [row_of(key) for key in missing])
+            ids.update(self._select_ids(table, key_columns, missing))
         return ids
 
     def dataset_versions(
