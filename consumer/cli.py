@@ -407,11 +407,14 @@ def _ingest(args: argparse.Namespace) -> int:
 def _supervise(first, settings: Settings, store, observability, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
     """serve's ingestion thread: run the loop; when it fails, log it, report it (not ready) and
     start a new one after a pause, until `stop`."""
+    from consumer.ingest.kafka_io import BrokerUnavailable
+
     log = logging.getLogger(__name__)
     ingestor, pause = first, RESTART_BACKOFF_SECONDS[0]
     while not stop.is_set():
         started = time.monotonic()
         error: str | None = None
+        broker_unreachable = False
         try:
             if ingestor is None:
                 ingestor = _connect(settings, store, observability)
@@ -419,12 +422,13 @@ def _supervise(first, settings: Settings, store, observability, stop: threading.
             ingestor.run(stop.is_set)
         except Exception as failure:
             error = type(failure).__name__  # readiness shows this; the message (hosts...) goes to the log only
+            broker_unreachable = isinstance(failure, BrokerUnavailable)
             log.exception("ingestion stopped; restarting it in %.0f s", pause)
         finally:
             if ingestor is not None:
                 _disconnect_quietly(ingestor)
             ingestor = None
-            observability.ingestion_stopped(error)
+            observability.ingestion_stopped(error, broker_unreachable=broker_unreachable)
         if time.monotonic() - started > RESTART_RESET_AFTER_SECONDS:
             pause = RESTART_BACKOFF_SECONDS[0]
         stop.wait(pause)

@@ -102,12 +102,16 @@ class Observability:
             self._ingestion_running, self._ingestion_error = True, None
         self.ingestion_up.set(1)
 
-    def ingestion_stopped(self, error: str | None) -> None:
+    def ingestion_stopped(self, error: str | None, *, broker_unreachable: bool = False) -> None:
+        """`broker_unreachable`: the loop stopped (or could not start) because no broker answered;
+        otherwise the broker is reported as the loop last saw it."""
         with self._lock:
             self._ingestion_running, self._ingestion_error = False, error
-            self._source = SourceState(broker_reachable=self._source.broker_reachable)
+            reachable = self._source.broker_reachable and not broker_unreachable
+            self._source = SourceState(broker_reachable=reachable)
         self.ingestion_up.set(0)
         self.partitions.set(0)
+        self.broker_up.set(1 if reachable else 0)
         if error is not None:
             self.ingestion_restarts.inc()
 

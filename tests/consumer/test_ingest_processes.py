@@ -357,9 +357,12 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
             broker.stop()
             gone = _wait_for(
                 lambda: (
-                    (response := httpx.get(f"{base}/readyz")).status_code == 200 and not response.json()["consuming"] and response
+                    (response := httpx.get(f"{base}/readyz")).status_code == 200
+                    and not response.json()["consuming"]
+                    and response.json()["broker"] == "unreachable"
+                    and response
                 ),
-                "readiness to report the ingestion not consuming",
+                "readiness to report the broker unreachable and the ingestion not consuming",
                 60,
             )
             down = _metrics(base)

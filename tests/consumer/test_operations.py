@@ -71,10 +71,22 @@ def test_readiness_reports_the_ingestion_loop_and_keeps_serving(sqlite_store):
         observability.ingestion_stopped("BrokerUnavailable: gone")
         stopped = client.get("/readyz")
         metrics = client.get("/metrics").text
+        # The loop stops on another failure while the broker answered: the broker stays reachable;
+        # a restart that finds no broker reports it unreachable although the loop last saw it.
+        observability.ingestion_started()
+        observability.source_state(SourceState(assigned=(("events", 0),), broker_reachable=True))
+        observability.ingestion_stopped("OperationalError")
+        store_failed = client.get("/readyz")
+        observability.ingestion_stopped("BrokerUnavailable", broker_unreachable=True)
+        restart_failed = client.get("/readyz")
+        restart_metrics = client.get("/metrics").text
 
     answers = (before_start, running, broker_gone, stopped)
     assert [answer.status_code for answer in answers] == [200] * 4, "the store answers: the API stays in service"
     assert [answer.json()["consuming"] for answer in answers] == [False, True, False, False]
+    assert store_failed.json()["broker"] == "reachable" and not store_failed.json()["consuming"]
+    assert restart_failed.json()["broker"] == "unreachable"
+    assert _metric(restart_metrics, "lineage_broker_reachable") == 0
     assert before_start.json()["ingestion"] == "down"
     assert running.json()["partitions"] == ["events[0]"]
     assert broker_gone.json()["broker"] == "unreachable"
