@@ -39,9 +39,11 @@ def run_pipeline_on_connect(work_dir: Path, transport_env: Mapping[str, str], na
     command = [sys.executable, "-m", "emitter", "connect-server", "--port", str(port)]
     for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    server = subprocess.Popen(  # noqa: S603 - the project's own program, no shell
-        command, cwd=work_dir, env={**os.environ, **transport_env}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
+    server_log = work_dir / "connect-server.log"
+    with server_log.open("w") as log_file:
+        server = subprocess.Popen(  # noqa: S603 - the project's own program, no shell
+            command, cwd=work_dir, env={**os.environ, **transport_env}, stdout=subprocess.PIPE, stderr=log_file, text=True
+        )
     try:
         _wait_until_listening(server)
         from pyspark.sql import SparkSession
@@ -55,12 +57,27 @@ def run_pipeline_on_connect(work_dir: Path, transport_env: Mapping[str, str], na
         run(spark, work_dir)
         spark.stop()
     finally:
-        server.send_signal(signal.SIGTERM)
-        output, _ = server.communicate(timeout=SERVER_STOP_TIMEOUT_S)
+        output = _stop(server, server_log)
     emitted = _EMITTED.search(output)
     if emitted is None:
-        raise RuntimeError(f"the Connect server did not report its events:\n{output[-2000:]}")
+        raise RuntimeError(f"the Connect server did not report its events:\n{output[-2000:]}\n{_tail(server_log)}")
     return int(emitted.group(1))
+
+
+def _stop(server: subprocess.Popen[str], server_log: Path) -> str:
+    """SIGTERM, then the server's standard output once it exited."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        output, _ = server.communicate(timeout=SERVER_STOP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.communicate()
+        raise RuntimeError(f"the Connect server did not stop within {SERVER_STOP_TIMEOUT_S} s:\n{_tail(server_log)}") from None
+    return output
+
+
+def _tail(server_log: Path, characters: int = 6000) -> str:
+    return server_log.read_text(errors="replace")[-characters:]
 
 
 def _wait_until_listening(server: subprocess.Popen[str]) -> None:

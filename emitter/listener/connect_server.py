@@ -4,11 +4,13 @@ Starts a classic SparkSession in this process (PySpark's own JVM, with the serve
 registers `ConnectSessions` on its listener bus, and only then starts Spark's Connect service,
 so that no client session can begin before the emitter hears of it. Runs until SIGINT or
 SIGTERM; then stops the service, completes the application run of every session still open,
-flushes the transport and stops Spark.
+flushes the transport and stops Spark (within STOP_TIMEOUT_S, else it prints every thread's stack
+and exits with status 1).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import signal
@@ -27,6 +29,9 @@ ADDRESS_CONF = "spark.connect.grpc.binding.address"
 PYTHON_ENV = "PYSPARK_PYTHON"
 TOKEN_CONF = "spark.connect.authenticate.token"  # noqa: S105 - the key's name, not a secret
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - the variable's name, not a secret
+# A stop that takes longer than this (a stuck step of Spark's or the transport's) prints every
+# thread's stack to stderr and ends the process with status 1: SIGTERM always ends the server.
+STOP_TIMEOUT_S = 90
 
 
 class ConnectServerError(Exception):
@@ -86,6 +91,8 @@ def serve(port: int, host: str, conf: Mapping[str, str]) -> int:
     spark, sessions = start(port, host, conf)
     print(f"Spark Connect server with OpenLineage listening at sc://{host}:{port}", flush=True)
     stopping.wait()
+    faulthandler.dump_traceback_later(STOP_TIMEOUT_S, exit=True)
     stop(spark, sessions)
+    faulthandler.cancel_dump_traceback_later()
     print(f"{sessions.emitted_events} OpenLineage events emitted for Spark Connect sessions", flush=True)
     return 0
