@@ -66,3 +66,16 @@ Fragment = orjson.Fragment
 def object_of(members: Mapping[str, bytes]) -> dict[str, Any]:
     """A JSON object of encoded members, which `dumps` writes out without encoding them again."""
     return {key: Fragment(member) for key, member in members.items()}
+
+
+def content_key(value: Any) -> bytes | None:
+    """The JSON of a decoded value, as a key of its content (None when it has none: a lone
+    surrogate in a string). orjson writes NaN and infinities as null: a caller keying values that
+    may hold them must leave those values out."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # beyond 64-bit integers
+        try:
+            return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+        except (TypeError, ValueError, UnicodeEncodeError):
+            return None

@@ -12,12 +12,15 @@ import hashlib
 import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from consumer import json_codec
 from consumer.ingest.validate import DATASET_EVENT, JOB_EVENT, ValidEvent, parse_time
 from consumer.partitions import partition_names
 from consumer.store.rows import DatasetKey, Facets, RawEvent
+
+if TYPE_CHECKING:
+    from consumer.ingest.facet_memo import FacetMemo
 
 _STATE_BY_EVENT_TYPE = {
     "START": "RUNNING",
@@ -116,9 +119,10 @@ def canonical_json(event: Mapping[str, Any]) -> str:
     return json.dumps(event, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def materialize(valid: ValidEvent, raw_text: str | None = None) -> EventRows:
+def materialize(valid: ValidEvent, raw_text: str | None = None, memo: FacetMemo | None = None) -> EventRows:
     """`raw_text`: the event exactly as received, stored and hashed as is (Kafka redelivers the
-    same bytes); without it the canonical JSON (sorted keys) is."""
+    same bytes); without it the canonical JSON (sorted keys) is. `memo`: field rows and column
+    edges of schema and column-lineage facets derived before are reused."""
     event = valid.event
     payload = raw_text if raw_text is not None else canonical_json(event)
     job_ref = event.get("job") or {}
@@ -134,10 +138,10 @@ def materialize(valid: ValidEvent, raw_text: str | None = None) -> EventRows:
         payload=payload,
     )
     if valid.kind == DATASET_EVENT:
-        dataset = _dataset_row(event["dataset"], None)
+        dataset = _dataset_row(event["dataset"], None, memo)
         return EventRows(raw, valid.event_time, None, None, (dataset,), (), ())
-    inputs = tuple(_dataset_row(d, "input") for d in event.get("inputs") or ())
-    outputs = tuple(_dataset_row(d, "output") for d in event.get("outputs") or ())
+    inputs = tuple(_dataset_row(d, "input", memo) for d in event.get("inputs") or ())
+    outputs = tuple(_dataset_row(d, "output", memo) for d in event.get("outputs") or ())
     run = None if valid.kind == JOB_EVENT else _run_row(event)
     job = _job_row(job_ref, inputs, outputs)
     batch_id = run.batch_id if run else None
@@ -147,7 +151,7 @@ def materialize(valid: ValidEvent, raw_text: str | None = None) -> EventRows:
         job=job,
         run=run,
         datasets=inputs + outputs,
-        column_edges=tuple(_column_edges(event.get("outputs") or ())),
+        column_edges=_column_edges(event.get("outputs") or (), memo),
         snapshots=tuple(_snapshots(event, batch_id)),
     )
 
@@ -196,14 +200,14 @@ def _optional_time(value: Any) -> datetime | None:
     return None if value is None else parse_time(value, "nominalTime")
 
 
-def _dataset_row(dataset: Mapping[str, Any], direction: str | None) -> DatasetRow:
+def _dataset_row(dataset: Mapping[str, Any], direction: str | None, memo: FacetMemo | None) -> DatasetRow:
     facets = dict(dataset.get("facets") or {})
     for extra in ("inputFacets", "outputFacets"):
         facets.update(dataset.get(extra) or {})
     schema = facets.get("schema")
     source = facets.get("dataSource") or {}
     database, table = paimon_coordinates(dataset["namespace"], dataset["name"], facets.get("symlinks"))
-    fields = None if schema is None else tuple(_fields(schema.get("fields") or ()))
+    fields = None if schema is None else _schema_fields(schema, memo)
     return DatasetRow(
         namespace=dataset["namespace"],
         name=dataset["name"],
@@ -220,14 +224,20 @@ def _dataset_row(dataset: Mapping[str, Any], direction: str | None) -> DatasetRo
     )
 
 
-def _fields(fields: Any) -> list[FieldRow]:
+def _schema_fields(schema: Mapping[str, Any], memo: FacetMemo | None) -> tuple[FieldRow, ...]:
+    if memo is None:
+        return _fields(schema.get("fields") or ())
+    return memo.derived("fields", schema, lambda: _fields(schema.get("fields") or ()))
+
+
+def _fields(fields: Any) -> tuple[FieldRow, ...]:
     rows: dict[str, FieldRow] = {}
     for field in fields:
         name = field["name"]
         rows[name] = FieldRow(
             name, field.get("type"), field.get("description"), field.get("tags")
         )  # positional: thousands per batch
-    return list(rows.values())
+    return tuple(rows.values())
 
 
 def paimon_coordinates(namespace: str, name: str, symlinks: Any) -> tuple[str, str]:
@@ -250,19 +260,28 @@ def _dataset_version(dataset: Mapping[str, Any], facets: Mapping[str, Any], fiel
     return hashlib.sha256(signature.encode()).hexdigest()[:32]
 
 
-def _column_edges(outputs: Any) -> list[ColumnEdge]:
+def _column_edges(outputs: Any, memo: FacetMemo | None) -> tuple[ColumnEdge, ...]:
     edges: list[ColumnEdge] = []
     for output in outputs:
         facet = (output.get("facets") or {}).get("columnLineage")
         if not facet:
             continue
         output_key = _key(output)
-        for output_field, entry in (facet.get("fields") or {}).items():
-            for input_field in entry["inputFields"]:
-                edges.extend(_edges_of(output_key, output_field, input_field, entry))
-        for input_field in facet.get("dataset") or ():
-            edges.extend(_edges_of(output_key, None, input_field, {}))
-    return edges
+        if memo is None:
+            edges.extend(_output_edges(output_key, facet))
+        else:
+            edges.extend(memo.derived(("edges", output_key), facet, lambda: _output_edges(output_key, facet)))  # noqa: B023 - called at once
+    return tuple(edges)
+
+
+def _output_edges(output_key: DatasetKey, facet: Mapping[str, Any]) -> tuple[ColumnEdge, ...]:
+    edges: list[ColumnEdge] = []
+    for output_field, entry in (facet.get("fields") or {}).items():
+        for input_field in entry["inputFields"]:
+            edges.extend(_edges_of(output_key, output_field, input_field, entry))
+    for input_field in facet.get("dataset") or ():
+        edges.extend(_edges_of(output_key, None, input_field, {}))
+    return tuple(edges)
 
 
 def _edges_of(

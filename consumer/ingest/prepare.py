@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from consumer.ingest.facet_memo import FacetMemo
 from consumer.ingest.fold import Folded, fold
 from consumer.ingest.materialize import EventRows, materialize
 from consumer.ingest.validate import InvalidEvent, decode, validate
@@ -45,8 +46,9 @@ def tune_garbage_collector() -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
 
 
-def prepare(value: Any) -> EventRows:
-    """Raw bytes/str or an already decoded event -> rows; raises InvalidEvent."""
+def prepare(value: Any, memo: FacetMemo | None = None) -> EventRows:
+    """Raw bytes/str or an already decoded event -> rows; raises InvalidEvent. `memo`: the
+    preparing process's memo of schema and column-lineage facets (consumer.ingest.facet_memo)."""
     if isinstance(value, bytes):
         try:
             text = value.decode()
@@ -56,7 +58,16 @@ def prepare(value: Any) -> EventRows:
         text = value
     else:
         return materialize(validate(value))
-    return materialize(validate(decode(value)), raw_text=text)  # bytes are decoded as they are: no copy
+    if memo is not None and _may_hold_non_finite(value):
+        memo = None
+    return materialize(validate(decode(value), memo), raw_text=text, memo=memo)  # bytes are decoded as they are: no copy
+
+
+def _may_hold_non_finite(text: bytes | str) -> bool:
+    """Whether `text` may hold NaN or an infinity (which facet_memo's keys would not tell from null)."""
+    if isinstance(text, str):
+        return "NaN" in text or "Infinity" in text
+    return b"NaN" in text or b"Infinity" in text
 
 
 class Refused(NamedTuple):
@@ -64,12 +75,12 @@ class Refused(NamedTuple):
     reason: str
 
 
-def prepare_one(value: bytes | str | None, max_event_bytes: int | None) -> EventRows | Refused:
+def prepare_one(value: bytes | str | None, max_event_bytes: int | None, memo: FacetMemo | None = None) -> EventRows | Refused:
     value = value if value is not None else b""
     if max_event_bytes is not None and len(value) > max_event_bytes:
         return Refused(TOO_LARGE, f"too large: {len(value)} bytes, limit {max_event_bytes}")
     try:
-        return prepare(value)
+        return prepare(value, memo)
     except InvalidEvent as error:
         return Refused(INVALID, f"invalid event: {error}")
     except Exception as error:  # noqa: BLE001 - materialization bug: keep the event, keep going
@@ -87,14 +98,19 @@ class Prepared(NamedTuple):
 
 
 def prepare_batch(
-    values: Sequence[bytes | str | None], max_event_bytes: int | None, *, by_hash: bool = True, keep_events: bool = True
+    values: Sequence[bytes | str | None],
+    max_event_bytes: int | None,
+    *,
+    by_hash: bool = True,
+    keep_events: bool = True,
+    memo: FacetMemo | None = None,
 ) -> Prepared:
     """Prepare and fold a batch (`by_hash`: in the order ingestion applies it; False: as given, as
     replay does). `keep_events=False` leaves the events' rows out (a worker's answer)."""
     refused: dict[int, Refused] = {}
     events: list[EventRows] = []
     for position, value in enumerate(values):
-        outcome = prepare_one(value, max_event_bytes)
+        outcome = prepare_one(value, max_event_bytes, memo)
         if isinstance(outcome, Refused):
             refused[position] = outcome
         else:
@@ -133,11 +149,12 @@ class Preparer:
         self.in_worker = (os.cpu_count() or 1) > 1 if in_worker is None else in_worker
         self.by_hash = by_hash
         self._worker: _Worker | None = None
+        self._memo = FacetMemo()  # preparing here (the worker process keeps its own)
 
     def submit(self, values: Sequence[bytes | str | None]) -> Callable[[], Prepared]:
         """Start preparing `values`; call the result to wait for the prepared batch."""
         if not self.in_worker:
-            prepared = prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash)
+            prepared = prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash, memo=self._memo)
             return lambda: prepared
         try:
             worker = self._worker = self._worker or _Worker()
@@ -158,7 +175,7 @@ class Preparer:
             "the preparing worker process failed (%s): preparing this batch here, starting a new worker for the next", error
         )
         self.close()
-        return prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash)
+        return prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash, memo=self._memo)
 
     def close(self) -> None:
         if self._worker is not None:
@@ -216,13 +233,14 @@ def serve_requests(requests_fd: int, answers_fd: int) -> None:
     of live objects (a third of the worker's time)."""
     gc.freeze()
     gc.disable()
+    memo = FacetMemo()
     with os.fdopen(requests_fd, "rb") as requests, os.fdopen(answers_fd, "wb") as answers:
         while True:
             try:
                 values, max_event_bytes, by_hash = pickle.load(requests)  # noqa: S301 - frames from the consumer's own worker process
             except EOFError:
                 return
-            prepared = prepare_batch(values, max_event_bytes, by_hash=by_hash, keep_events=False)
+            prepared = prepare_batch(values, max_event_bytes, by_hash=by_hash, keep_events=False, memo=memo)
             pickle.dump(prepared, answers, protocol=pickle.HIGHEST_PROTOCOL)
             answers.flush()
             del values, prepared

@@ -8,15 +8,19 @@ unknown facets pass through untouched.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from consumer import json_codec
+
+if TYPE_CHECKING:
+    from consumer.ingest.facet_memo import FacetMemo
 
 RUN_EVENT = "RunEvent"
 DATASET_EVENT = "DatasetEvent"
@@ -112,8 +116,9 @@ def nesting_exceeds(text: bytes, limit: int) -> bool:
     return bool(brackets)
 
 
-def validate(event: Any) -> ValidEvent:
-    """Check `event` (a decoded JSON value) and tell which kind of event it is."""
+def validate(event: Any, memo: FacetMemo | None = None) -> ValidEvent:
+    """Check `event` (a decoded JSON value) and tell which kind of event it is. With a `memo`, a
+    schema or column-lineage facet whose content passed before is not checked again."""
     if not isinstance(event, dict):
         raise InvalidEvent("", f"an event must be a JSON object, got {type(event).__name__}")
     kind = event_kind(event)
@@ -128,9 +133,9 @@ def validate(event: Any) -> ValidEvent:
         _check_named(event.get("job"), "job")
         _check_facets(event["job"], "job")
         for direction in ("inputs", "outputs"):
-            _check_datasets(event.get(direction), direction)
+            _check_datasets(event.get(direction), direction, memo)
     else:
-        _check_dataset(event.get("dataset"), "dataset")
+        _check_dataset(event.get("dataset"), "dataset", memo)
     return ValidEvent(kind=kind, event=event, event_time=event_time)
 
 
@@ -202,16 +207,20 @@ def _check_micro_batch(facet: Any, path: str) -> None:
             _require_int(facet, optional_int, f"{path}.{optional_int}")
 
 
-def _check_datasets(datasets: Any, path: str) -> None:
+def _check_datasets(datasets: Any, path: str, memo: FacetMemo | None) -> None:
     if datasets is None:
         return
     if not isinstance(datasets, list):
         raise InvalidEvent(path, "must be a list")
     for index, dataset in enumerate(datasets):
-        _check_dataset(dataset, f"{path}[{index}]")
+        _check_dataset(dataset, f"{path}[{index}]", memo)
 
 
-def _check_dataset(dataset: Any, path: str) -> None:
+# The facets a scheduled job repeats run after run, and the costliest to check.
+_MEMOIZED_CHECKS = frozenset({"schema", "columnLineage"})
+
+
+def _check_dataset(dataset: Any, path: str, memo: FacetMemo | None) -> None:
     _check_named(dataset, path)
     for facet_key in ("facets", "inputFacets", "outputFacets"):
         _check_facets(dataset, path, facet_key)
@@ -224,8 +233,14 @@ def _check_dataset(dataset: Any, path: str) -> None:
         "snapshot": _check_snapshot,
     }
     for name, check in checks.items():
-        if facets.get(name) is not None:
-            check(facets[name], f"{path}.facets.{name}")
+        facet = facets.get(name)
+        if facet is None:
+            continue
+        facet_path = f"{path}.facets.{name}"
+        if memo is not None and name in _MEMOIZED_CHECKS:
+            memo.checked(name, facet, functools.partial(check, facet, facet_path))
+        else:
+            check(facet, facet_path)
 
 
 def _check_schema(facet: Any, path: str) -> None:
