@@ -59,7 +59,7 @@ def _batches(draw: st.DrawFn) -> list[list[bytes]]:
     return [values[a:b] for a, b in zip([0, *cuts], [*cuts, len(values)], strict=True) if a < b]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches=_batches(), capacity=st.sampled_from([1, 3, 4096]))
 def test_preparing_with_a_memo_gives_what_preparing_without_one_gives(batches, capacity):
     """Batch after batch with one memo (of any capacity): the same refusals with the same reasons
