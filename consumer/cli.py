@@ -242,8 +242,11 @@ def _prune(args: argparse.Namespace) -> int:
 
 
 def _compact_events(args: argparse.Namespace) -> int:
-    """Shrink a store whose raw events were stored before it had a dictionary (or with an older one)."""
-    store = _store(args)
+    """Shrink a store whose raw events were stored before it had a dictionary (or with an older one);
+    on SQLite the store's one writer meanwhile, as `prune`."""
+    from consumer.store import open_store
+
+    store = open_store(Settings.from_args(args).store_url, claim_writer=True)
     started = time.monotonic()
     try:
         dictionary, done = store.recompress_raw_events()

@@ -199,11 +199,12 @@ class _Worker:
 
     def dictionary_reference(self, dictionary: Dictionary | None) -> Dictionary | int | None:
         """How a request names `dictionary`: whole the first time, by id after that (the worker keeps it)."""
-        if dictionary is None or dictionary.id not in self.dictionaries_sent:
-            if dictionary is not None:
-                self.dictionaries_sent.add(dictionary.id)
-            return dictionary
-        return dictionary.id
+        if dictionary is None:
+            return None
+        if dictionary.id in self.dictionaries_sent:
+            return dictionary.id
+        self.dictionaries_sent.add(dictionary.id)
+        return dictionary
 
     def send(self, request: Any) -> None:
         pickle.dump(request, self.requests, protocol=pickle.HIGHEST_PROTOCOL)

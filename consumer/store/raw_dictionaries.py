@@ -183,7 +183,9 @@ class RawDictionaries:
         last = 0
         while True:
             with self.writing() as connection:
-                rows = connection.execute(select(events.id, events.payload).where(events.id > last).order_by(events.id).limit(chunk)).all()
+                rows = connection.execute(
+                    select(events.id, events.payload).where(events.id > last).order_by(events.id).limit(chunk)
+                ).all()
                 if not rows:
                     return done
                 last = rows[-1].id

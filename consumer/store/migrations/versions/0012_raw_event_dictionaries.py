@@ -34,7 +34,10 @@ def upgrade() -> None:
 def downgrade() -> None:
     connection = op.get_bind()
     dictionaries = sa.table("raw_event_dictionaries", sa.column("id", sa.BigInteger), sa.column("data", sa.LargeBinary))
-    known = {row.id: Dictionary(row.id, row.data) for row in connection.execute(sa.select(dictionaries.c.id, dictionaries.c.data))}
+    known = {
+        row.id: Dictionary(row.id, bytes(row.data))
+        for row in connection.execute(sa.select(dictionaries.c.id, dictionaries.c.data))
+    }
     events = sa.table("lineage_events", sa.column("id", sa.Integer), sa.column("payload", sa.LargeBinary))
     last = 0
     while True:
