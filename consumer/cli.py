@@ -1,4 +1,4 @@
-"""Command line: serve, ingest, migrate, create-topics, replay, prune, delete-table-lineage, delete-data-lineage and
+"""Command line: serve, ingest, migrate, create-topics, replay, prune, compact-events, delete-table-lineage, delete-data-lineage and
 `lineage ...` (the read side's questions, consumer.query.cli). Entry points only parse input and
 hand it on; a missing broker or database ends with one line on stderr and exit status 2."""
 
@@ -111,6 +111,12 @@ def _parser() -> argparse.ArgumentParser:
         _STORE,
     )
     prune.add_argument("--older-than", required=True, type=parse_period, help="the horizon: a period like 30d, 12h, 90m")
+    command(
+        "compact-events",
+        _compact_events,
+        "rewrite the stored raw events with the store's newest compression dictionary (trained first if the store holds enough events)",
+        _STORE,
+    )
     for name, help_text in (
         ("delete-table-lineage", "forget which datasets a job read and wrote, and its column lineage"),
         ("delete-data-lineage", "forget the snapshots (and partitions) a job's runs consumed and produced"),
@@ -228,6 +234,34 @@ def _prune(args: argparse.Namespace) -> int:
             {
                 "horizon": (now - args.older_than).isoformat(),
                 "removedRows": pruned.rows,
+                "seconds": round(time.monotonic() - started, 3),
+            }
+        )
+    )
+    return 0
+
+
+def _compact_events(args: argparse.Namespace) -> int:
+    """Shrink a store whose raw events were stored before it had a dictionary (or with an older one);
+    on SQLite the store's one writer meanwhile, as `prune`."""
+    from consumer.store import open_store
+
+    store = open_store(Settings.from_args(args).store_url, claim_writer=True)
+    started = time.monotonic()
+    try:
+        dictionary, done = store.recompress_raw_events()
+    finally:
+        store.dispose()
+    if dictionary is None:
+        print("error: the store has no raw event dictionary yet: it trains one once it holds enough events", file=sys.stderr)
+        return 1
+    print(
+        json.dumps(
+            {
+                "dictionary": dictionary.id,
+                "rewrittenEvents": done.events,
+                "bytesBefore": done.bytes_before,
+                "bytesAfter": done.bytes_after,
                 "seconds": round(time.monotonic() - started, 3),
             }
         )

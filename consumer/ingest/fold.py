@@ -23,7 +23,7 @@ from typing import Any
 
 from consumer import json_codec
 from consumer.ingest.materialize import EventRows, FieldRow
-from consumer.store.compressed_text import compress
+from consumer.store.compressed_text import Dictionary, compress
 from consumer.store.rows import (
     DATASET_VALUES,
     JOB_VALUES,
@@ -51,9 +51,10 @@ from consumer.store.rows import (
 FieldKey = tuple[DatasetKey, str]  # (dataset, field name)
 
 
-def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
+def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dictionary | None = None) -> Folded:
     """Fold `events` (the first of each content hash) in the order the store applies them: by
-    content hash (ingestion), or as given (`by_hash=False`: replay, in event-time order)."""
+    content hash (ingestion), or as given (`by_hash=False`: replay, in event-time order). Raw
+    events are compressed with `dictionary` (the store's current one), if given."""
     unique: dict[str, EventRows] = {}
     for rows in events:
         unique.setdefault(rows.raw.content_hash, rows)
@@ -63,7 +64,7 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
         events=len(batch),
         hashes=tuple(sorted(unique)),
         lock_ids=_lock_ids(batch, edge_datasets),
-        raw=tuple(_raw(rows.raw) for rows in batch),
+        raw=tuple(_raw(rows.raw, dictionary) for rows in batch),
         namespaces=_namespaces(batch, edge_datasets),
         datasets=_datasets(batch, edge_datasets),
         fields=_fields(batch),
@@ -78,9 +79,9 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True) -> Folded:
     )
 
 
-def _raw(raw: RawEvent) -> RawFold:
+def _raw(raw: RawEvent, dictionary: Dictionary | None) -> RawFold:
     """The raw event's row, its payload compressed (here, in the worker process, not by the store's writer)."""
-    return (*raw[:-1], compress(raw.payload))
+    return (*raw[:-1], compress(raw.payload, dictionary))
 
 
 def _lock_ids(batch: Sequence[EventRows], edge_datasets: Sequence[set[DatasetKey]]) -> tuple[int, ...]:

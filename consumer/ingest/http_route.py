@@ -51,6 +51,7 @@ def _ingest(store: Any, body: bytes) -> Response:
             return _bad_request(f"{where}{error}")
     writes = store if isinstance(store, StoreWrites) else StoreWrites(store)  # the app's (with its hooks), or a bare Store
     stored = writes.write(prepared)
+    writes.train_raw_dictionary()  # once the store holds enough events: this request waits ~0.2 s, once per store
     if isinstance(decoded, list):
         return JSONResponse(status_code=201, content={"received": len(events), "stored": stored})
     return Response(status_code=201)

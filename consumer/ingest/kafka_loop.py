@@ -258,13 +258,16 @@ class Ingestor:
         previous one and hand this one to the store thread. The number of records polled."""
         # With a batch in flight, wait little for the next one: an idle topic must not delay its commit.
         records = self.source.poll(self.poll_timeout_ms if self._in_flight is None else IN_FLIGHT_POLL_MS)
-        preparing = self.preparer.submit([record.value for record in records]) if records else None
+        dictionary = self.writes.raw_dictionary()
+        preparing = self.preparer.submit([record.value for record in records], dictionary) if records else None
         self.finish_in_flight()
         batch = PolledBatch(records, preparing()) if preparing else None
         if self._to_reread:
             self._reread(list(batch.records) if batch else [])
         elif batch is not None:
             self._in_flight = (batch, self._store_thread.submit(store_polled, self.writes, batch))
+            if dictionary is None:
+                self._store_thread.submit(self.writes.train_raw_dictionary)  # after the batch: not waited for
         self.metrics.source_state(self.source.state())
         self._maybe_sweep()
         self._maybe_prune()

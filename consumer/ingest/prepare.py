@@ -25,6 +25,7 @@ from consumer.ingest.facet_memo import FacetMemo
 from consumer.ingest.fold import Folded, fold
 from consumer.ingest.materialize import EventRows, materialize
 from consumer.ingest.validate import InvalidEvent, decode, validate
+from consumer.store.compressed_text import Dictionary
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +105,11 @@ def prepare_batch(
     by_hash: bool = True,
     keep_events: bool = True,
     memo: FacetMemo | None = None,
+    dictionary: Dictionary | None = None,
 ) -> Prepared:
     """Prepare and fold a batch (`by_hash`: in the order ingestion applies it; False: as given, as
-    replay does). `keep_events=False` leaves the events' rows out (a worker's answer)."""
+    replay does; raw events compressed with `dictionary`). `keep_events=False` leaves the events'
+    rows out (a worker's answer)."""
     refused: dict[int, Refused] = {}
     events: list[EventRows] = []
     for position, value in enumerate(values):
@@ -116,7 +119,7 @@ def prepare_batch(
         else:
             events.append(outcome)
     try:
-        folded: Folded | None = fold(events, by_hash=by_hash)
+        folded: Folded | None = fold(events, by_hash=by_hash, dictionary=dictionary)
     except Exception:
         log.exception("cannot fold a batch of %d events: storing them one by one", len(events))
         folded = None
@@ -141,7 +144,8 @@ class Preparer:
     """Prepares batches in this process (`in_worker=False`) or in a worker process (the default
     where there is a second CPU): `python -m consumer.ingest.prepare`, started on the first batch, fed
     over a pipe. A worker that dies is replaced, and the batch it held is prepared here; a worker
-    whose parent dies reads the end of its pipe and exits."""
+    whose parent dies reads the end of its pipe and exits. The raw events' dictionary goes to a
+    worker with the first batch to use it; later batches name it by id."""
 
     def __init__(self, max_event_bytes: int | None, *, in_worker: bool | None = None, by_hash: bool = True) -> None:
         self.max_event_bytes = max_event_bytes
@@ -151,31 +155,32 @@ class Preparer:
         self._worker: _Worker | None = None
         self._memo = FacetMemo()  # preparing here (the worker process keeps its own)
 
-    def submit(self, values: Sequence[bytes | str | None]) -> Callable[[], Prepared]:
-        """Start preparing `values`; call the result to wait for the prepared batch."""
+    def submit(self, values: Sequence[bytes | str | None], dictionary: Dictionary | None = None) -> Callable[[], Prepared]:
+        """Start preparing `values` (raw events compressed with `dictionary`); call the result to
+        wait for the prepared batch."""
         if not self.in_worker:
-            prepared = prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash, memo=self._memo)
+            prepared = prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash, memo=self._memo, dictionary=dictionary)
             return lambda: prepared
         try:
             worker = self._worker = self._worker or _Worker()
-            worker.send((list(values), self.max_event_bytes, self.by_hash))
+            worker.send((list(values), self.max_event_bytes, self.by_hash, worker.dictionary_reference(dictionary)))
         except (OSError, pickle.PicklingError) as error:
-            prepared = self._here(values, error)
+            prepared = self._here(values, dictionary, error)
             return lambda: prepared
-        return lambda: self._receive(worker, values)
+        return lambda: self._receive(worker, values, dictionary)
 
-    def _receive(self, worker: _Worker, values: Sequence[bytes | str | None]) -> Prepared:
+    def _receive(self, worker: _Worker, values: Sequence[bytes | str | None], dictionary: Dictionary | None) -> Prepared:
         try:
             return worker.receive()
         except (OSError, EOFError, pickle.UnpicklingError) as error:
-            return self._here(values, error)
+            return self._here(values, dictionary, error)
 
-    def _here(self, values: Sequence[bytes | str | None], error: BaseException) -> Prepared:
+    def _here(self, values: Sequence[bytes | str | None], dictionary: Dictionary | None, error: BaseException) -> Prepared:
         log.warning(
             "the preparing worker process failed (%s): preparing this batch here, starting a new worker for the next", error
         )
         self.close()
-        return prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash, memo=self._memo)
+        return prepare_batch(values, self.max_event_bytes, by_hash=self.by_hash, memo=self._memo, dictionary=dictionary)
 
     def close(self) -> None:
         if self._worker is not None:
@@ -203,6 +208,16 @@ class _Worker:
         os.close(answers_write)
         self.requests = os.fdopen(requests_write, "wb")
         self.answers = os.fdopen(answers_read, "rb")
+        self.dictionaries_sent: set[int] = set()
+
+    def dictionary_reference(self, dictionary: Dictionary | None) -> Dictionary | int | None:
+        """How a request names `dictionary`: whole the first time, by id after that (the worker keeps it)."""
+        if dictionary is None:
+            return None
+        if dictionary.id in self.dictionaries_sent:
+            return dictionary.id
+        self.dictionaries_sent.add(dictionary.id)
+        return dictionary
 
     def send(self, request: Any) -> None:
         pickle.dump(request, self.requests, protocol=pickle.HIGHEST_PROTOCOL)
@@ -234,13 +249,19 @@ def serve_requests(requests_fd: int, answers_fd: int) -> None:
     gc.freeze()
     gc.disable()
     memo = FacetMemo()
+    dictionaries: dict[int, Dictionary] = {}
     with os.fdopen(requests_fd, "rb") as requests, os.fdopen(answers_fd, "wb") as answers:
         while True:
             try:
-                values, max_event_bytes, by_hash = pickle.load(requests)  # noqa: S301 - frames from the consumer's own worker process
+                values, max_event_bytes, by_hash, reference = pickle.load(requests)  # noqa: S301 - frames from the consumer's own worker process
             except EOFError:
                 return
-            prepared = prepare_batch(values, max_event_bytes, by_hash=by_hash, keep_events=False, memo=memo)
+            if isinstance(reference, Dictionary):
+                dictionaries[reference.id] = reference
+            dictionary = dictionaries[reference] if isinstance(reference, int) else reference
+            prepared = prepare_batch(
+                values, max_event_bytes, by_hash=by_hash, keep_events=False, memo=memo, dictionary=dictionary
+            )
             pickle.dump(prepared, answers, protocol=pickle.HIGHEST_PROTOCOL)
             answers.flush()
             del values, prepared

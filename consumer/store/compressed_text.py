@@ -1,31 +1,95 @@
-"""Raw events are stored compressed: a zstd frame (level 3, no dictionary) of the event's UTF-8
-text. zstandard lives only in this module.
+"""Raw events are stored compressed: a zstd frame (level 3) of the event's UTF-8 text, with a
+dictionary trained on the store's own events once it holds enough of them
+(consumer.store.raw_dictionaries), else without. zstandard lives only in this module.
 
 Chosen by bytes and CPU against PostgreSQL's own TOAST compression of the text (pglz, lz4),
-SQLite's none, higher zstd levels and trained dictionaries (`python -m benchmarks.raw_events`,
+SQLite's none, higher zstd levels and dictionaries of several sizes (`python -m benchmarks.raw_events`,
 figures in benchmarks/README.md). A compressed event is mostly below PostgreSQL's TOAST
-threshold, so it is stored inline; a larger one may move out of line but is not compressed again."""
+threshold, so it is stored inline; a larger one may move out of line but is not compressed again.
+
+A frame names the dictionary it was made with in its header (0: none), so a reader needs no
+column to find it: `decompress` asks for that dictionary by id."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
+import attrs
 import zstandard
 
 LEVEL = 3
+# 16, 32 and 64 KiB compress these events alike (benchmarks/README.md); 32 KiB leaves room for
+# events more varied than the benchmark's.
+DICTIONARY_BYTES = 32 * 1024
+NO_DICTIONARY = 0  # the dictionary id of a frame made without one
+
+T = TypeVar("T")
 
 _local = threading.local()  # zstd (de)compressors are not to be shared between threads
 
 
-def compress(text: str) -> bytes:
-    compressor = getattr(_local, "compressor", None)
-    if compressor is None:
-        compressor = _local.compressor = zstandard.ZstdCompressor(level=LEVEL)
-    return compressor.compress(text.encode())
+@attrs.frozen
+class Dictionary:
+    """A trained zstd dictionary: the id its frames name in their header, and its bytes."""
+
+    id: int
+    data: bytes = attrs.field(repr=lambda data: f"<{len(data)} bytes>")
 
 
-def decompress(data: bytes) -> str:
-    decompressor = getattr(_local, "decompressor", None)
-    if decompressor is None:
-        decompressor = _local.decompressor = zstandard.ZstdDecompressor()
-    return decompressor.decompress(data).decode()
+class UnknownDictionary(LookupError):
+    """A frame names a dictionary the reader was not given."""
+
+
+def train(texts: Sequence[str], size: int = DICTIONARY_BYTES) -> Dictionary:
+    """A dictionary of `size` bytes trained on `texts` (the same texts give the same dictionary and id).
+    ValueError when zstd cannot train one from them (too few, or too small)."""
+    try:
+        trained = zstandard.train_dictionary(size, [text.encode() for text in texts])
+    except zstandard.ZstdError as error:
+        raise ValueError(f"cannot train a dictionary on {len(texts)} texts: {error}") from None
+    return Dictionary(trained.dict_id(), trained.as_bytes())
+
+
+def compress(text: str, dictionary: Dictionary | None = None) -> bytes:
+    return _compressor(dictionary).compress(text.encode())
+
+
+def dictionary_id(frame: bytes) -> int:
+    """The id of the dictionary `frame` was compressed with; NO_DICTIONARY for none."""
+    return int(zstandard.get_frame_parameters(frame).dict_id)
+
+
+def decompress(frame: bytes, dictionaries: Callable[[int], Dictionary] | None = None) -> str:
+    """The text of `frame`; `dictionaries(id)` gives the dictionary a frame names (UnknownDictionary
+    when a frame names one and no lookup is given)."""
+    wanted = dictionary_id(frame)
+    if wanted == NO_DICTIONARY:
+        return _decompressor(None).decompress(frame).decode()
+    if dictionaries is None:
+        raise UnknownDictionary(f"the frame was compressed with dictionary {wanted}, and no dictionaries were given")
+    return _decompressor(dictionaries(wanted)).decompress(frame).decode()
+
+
+def _compressor(dictionary: Dictionary | None) -> zstandard.ZstdCompressor:
+    return _cached("compressors", dictionary, lambda data: zstandard.ZstdCompressor(level=LEVEL, dict_data=data))
+
+
+def _decompressor(dictionary: Dictionary | None) -> zstandard.ZstdDecompressor:
+    return _cached("decompressors", dictionary, lambda data: zstandard.ZstdDecompressor(dict_data=data))
+
+
+def _cached(kind: str, dictionary: Dictionary | None, make: Callable[[zstandard.ZstdCompressionDict | None], T]) -> T:
+    """This thread's (de)compressor of `kind` for `dictionary`, made once per dictionary id (made
+    again should another dictionary with that id come: ids are not unique by construction)."""
+    cache: dict[int, tuple[bytes, T]] | None = getattr(_local, kind, None)
+    if cache is None:
+        cache = {}
+        setattr(_local, kind, cache)
+    key, data = (NO_DICTIONARY, b"") if dictionary is None else (dictionary.id, dictionary.data)
+    cached = cache.get(key)
+    if cached is None or (cached[0] is not data and cached[0] != data):
+        made = make(None if dictionary is None else zstandard.ZstdCompressionDict(data))
+        cache[key] = cached = (data, made)
+    return cached[1]

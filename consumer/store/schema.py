@@ -383,12 +383,24 @@ lineage_events = Table(
     Column("run_uuid", String(36)),
     Column("job_namespace", String(1024)),
     Column("job_name", String(1024)),
-    # The event's text as a zstd frame (consumer.store.compressed_text).
+    # The event's text as a zstd frame (consumer.store.compressed_text); its header names the
+    # dictionary of raw_event_dictionaries it was made with, if any.
     Column("payload", LargeBinary, nullable=False),
     Column("received_at", Time, nullable=False),
     Index("ix_lineage_events_time", "event_time"),
     Index("ix_lineage_events_run", "run_uuid"),
     Index("ix_lineage_events_job", "job_namespace", "job_name"),
+)
+
+# The zstd dictionaries raw events are compressed with (consumer.store.raw_dictionaries): trained on
+# the store's own events, never changed nor removed while a frame may name them. `id` is the
+# dictionary id zstd wrote into the dictionary and into every frame made with it.
+raw_event_dictionaries = Table(
+    "raw_event_dictionaries",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("created_at", Time, nullable=False),
 )
 
 # Lineage-change messages (consumer.ingest.change_publishing), written in the store transaction that made the

@@ -16,7 +16,8 @@ from sqlalchemy.exc import OperationalError
 
 from consumer import json_codec
 from consumer.store import migrations, retention, tags
-from consumer.store.compressed_text import decompress
+from consumer.store.compressed_text import Dictionary
+from consumer.store.raw_dictionaries import RawDictionaries, Recompressed
 from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
@@ -105,6 +106,7 @@ class Store:
         self._writer_lock = WriterLock(Path(database)) if database and database != ":memory:" else None
         self._write_mutex = threading.Lock()
         self._companions = threading.local()  # `accompanied`: per thread, for its next transaction
+        self.raw_dictionaries = RawDictionaries(engine, self.writing)
 
     def claim_writer(self) -> None:
         """Be this SQLite store's one writer until `dispose`, or raise StoreBusy at once (writer
@@ -199,7 +201,19 @@ class Store:
             if not rows:
                 return
             last = (rows[-1].event_time, rows[-1].id)
-            yield [decompress(row.payload) for row in rows]
+            yield [self.raw_text(row.payload) for row in rows]
+
+    def recompress_raw_events(self) -> tuple[Dictionary | None, Recompressed]:
+        """Rewrite the stored raw events with the store's newest dictionary (trained now if due),
+        those made without it or with an older one; (None, nothing) when the store has none yet."""
+        dictionary = self.raw_dictionaries.train_if_due()
+        if dictionary is None:
+            return None, Recompressed()
+        return dictionary, self.raw_dictionaries.recompress(dictionary)
+
+    def raw_text(self, payload: bytes) -> str:
+        """The text of a stored raw event (`lineage_events.payload`), whatever dictionary compressed it."""
+        return self.raw_dictionaries.text(payload)
 
     def clear_derived(self) -> tags.TagAssignments:
         """Empty everything derived from the raw events (for replay); the tag assignments that

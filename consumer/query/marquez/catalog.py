@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from consumer.query.db import as_json, check_page, parse_instant, reading
+from consumer.query.db import as_json, check_page, engine_of, parse_instant, reading
 from consumer.query.marquez.loaders import (
     column_lineage_of,
     dataset_row,
@@ -22,8 +22,8 @@ from consumer.query.marquez.loaders import (
 )
 from consumer.query.marquez.shapes import namespace_shape, version_shape
 from consumer.store import schema as s
-from consumer.store.compressed_text import decompress
 from consumer.store.lookup import existing_job_id, existing_namespace_id, present
+from consumer.store.raw_dictionaries import RawDictionaries
 
 
 def list_namespaces(store: Any, limit: int, offset: int) -> dict:
@@ -161,6 +161,8 @@ def lineage_events(store: Any, before: str | None, after: str | None, direction:
         conditions.append(s.lineage_events.c.event_time > lower)
     order = s.lineage_events.c.event_time.asc() if direction == "asc" else s.lineage_events.c.event_time.desc()
     tiebreak = s.lineage_events.c.id.asc() if direction == "asc" else s.lineage_events.c.id.desc()
+    # the store's own (cached) dictionaries; an engine given directly reads them afresh
+    dictionaries = getattr(store, "raw_dictionaries", None) or RawDictionaries(engine_of(store))
     with reading(store) as conn:
         # streamed a few at a time: the rows past the byte bound are never fetched
         query = select(s.lineage_events.c.payload).where(*conditions).order_by(order, tiebreak).limit(limit).offset(offset)
@@ -168,7 +170,7 @@ def lineage_events(store: Any, before: str | None, after: str | None, direction:
         events: list[Any] = []
         size = 0
         for payload in payloads:
-            text = decompress(payload)  # the bound is on the events' text, as received
+            text = dictionaries.text(payload)  # the bound is on the events' text, as received
             if events and size + len(text) > EVENTS_PAGE_BYTES:
                 break
             size += len(text)
