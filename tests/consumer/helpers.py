@@ -22,6 +22,7 @@ from consumer.ingest.materialize import materialize
 from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import validate
 from consumer.store import Store
+from consumer.store.compressed_text import decompress
 
 # Tansu makes a group's first join wait for the rebalance timeout: keep it short.
 GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
@@ -151,7 +152,14 @@ def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
         }
 
 
+ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # how a zstd frame starts (the per-run facets: CompressedJson)
+
+
 def _plain(value: Any) -> Any:
+    if isinstance(value, memoryview):
+        value = bytes(value)
+    if isinstance(value, bytes) and value.startswith(ZSTD_FRAME):
+        value = decompress(value)
     if isinstance(value, str) and value[:1] in "{[":
         try:
             return json.dumps(json.loads(value), sort_keys=True)

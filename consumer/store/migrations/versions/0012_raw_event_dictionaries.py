@@ -13,13 +13,12 @@ import sqlalchemy as sa
 from alembic import op
 
 from consumer.store.compressed_text import NO_DICTIONARY, Dictionary, compress, decompress, dictionary_id
+from consumer.store.migrations.chunks import rewrite
 
 revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
-
-CHUNK = 1000
 
 
 def upgrade() -> None:
@@ -39,21 +38,9 @@ def downgrade() -> None:
         for row in connection.execute(sa.select(dictionaries.c.id, dictionaries.c.data))
     }
     events = sa.table("lineage_events", sa.column("id", sa.Integer), sa.column("payload", sa.LargeBinary))
-    last = 0
-    while True:
-        rows = connection.execute(
-            sa.select(events.c.id, events.c.payload).where(events.c.id > last).order_by(events.c.id).limit(CHUNK)
-        ).all()
-        if not rows:
-            break
-        plain = [
-            {"row_id": row.id, "plain": compress(decompress(row.payload, known.__getitem__))}
-            for row in rows
-            if dictionary_id(row.payload) != NO_DICTIONARY
-        ]
-        if plain:
-            connection.execute(
-                events.update().where(events.c.id == sa.bindparam("row_id")).values(payload=sa.bindparam("plain")), plain
-            )
-        last = rows[-1].id
+
+    def plain(payload: bytes) -> bytes | None:
+        return None if dictionary_id(payload) == NO_DICTIONARY else compress(decompress(payload, known.__getitem__))
+
+    rewrite(connection, events, "payload", "payload", plain)
     op.drop_table("raw_event_dictionaries")
