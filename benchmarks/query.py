@@ -42,7 +42,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import httpx
-from sqlalchemy import bindparam, insert, text
+from sqlalchemy import TypeDecorator, bindparam, insert, text
 
 from benchmarks.ingest import spark_events
 from benchmarks.scratch_postgres import scratch_database
@@ -419,7 +419,7 @@ def _load(store: Any, table: Any, rows: Iterator[dict]) -> int:
                     columns = list(row)
                     copy_context = cursor.copy(f"COPY {table.name} ({', '.join(columns)}) FROM STDIN")
                     copy = copy_context.__enter__()
-                copy.write_row([json.dumps(row[c]) if isinstance(row[c], (dict, list)) else row[c] for c in columns])
+                copy.write_row([_copy_value(table.c[c].type, row[c], store.engine.dialect) for c in columns])
                 count += 1
             if copy_context is not None:
                 copy_context.__exit__(None, None, None)
@@ -427,6 +427,14 @@ def _load(store: Any, table: Any, rows: Iterator[dict]) -> int:
     finally:
         raw.close()
     return count
+
+
+def _copy_value(column_type: Any, value: Any, dialect: Any) -> Any:
+    """A value as COPY takes it: through the column type's own conversion (compressed JSON, UTC
+    times), else JSON text for a dict or list."""
+    if isinstance(column_type, TypeDecorator):
+        value = column_type.process_bind_param(value, dialect)
+    return json.dumps(value) if isinstance(value, (dict, list)) else value
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:

@@ -24,6 +24,7 @@ LEVEL = 3
 # events more varied than the benchmark's.
 DICTIONARY_BYTES = 32 * 1024
 NO_DICTIONARY = 0  # the dictionary id of a frame made without one
+ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # the magic number every zstd frame starts with
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from consumer.ingest.materialize import materialize
 from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import validate
 from consumer.store import Store
-from consumer.store.compressed_text import decompress
+from consumer.store.compressed_text import ZSTD_FRAME, decompress
 
 # Tansu makes a group's first join wait for the rebalance timeout: keep it short.
 GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
@@ -150,9 +150,6 @@ def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
             name: sorted((tuple(_plain(value) for value in row) for row in connection.execute(text(query))), key=repr)
             for name, query in DUMP_QUERIES.items()
         }
-
-
-ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # how a zstd frame starts (the per-run facets: CompressedJson)
 
 
 def _plain(value: Any) -> Any:

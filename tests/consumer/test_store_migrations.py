@@ -330,3 +330,37 @@ def test_per_run_facets_are_compressed_in_place_and_every_answer_stays_the_same(
     # (PostgreSQL's JSONB orders an object's keys its own way: the frames of the same facets differ a little)
     assert max(compressed, _facet_bytes(store)) < as_json / 2
     store.dispose()
+
+
+def test_compressed_json_reads_frames_and_json_text_written_around_it(store):
+    """A value written through the type reads back; JSON text a bulk load wrote straight into the
+    column (bypassing the type) reads as JSON rather than failing the answer."""
+    from consumer.store import schema as s
+
+    facets = {"spark_version": {"_producer": "p", "version": "4.0.0"}, "n": [1, 1.0, True, None]}
+    with store.engine.begin() as connection:
+        connection.execute(s.namespaces.insert().values(id=77, name="ns", created_at=BASE_TIME, updated_at=BASE_TIME))
+        connection.execute(
+            s.jobs.insert().values(
+                id=77,
+                namespace_id=77,
+                name="j",
+                type="BATCH",
+                facets={},
+                created_at=BASE_TIME,
+                updated_at=BASE_TIME,
+                last_seen=BASE_TIME,
+            )
+        )
+        run = {"job_id": 77, "state": "COMPLETED", "created_at": BASE_TIME, "updated_at": BASE_TIME}
+        connection.execute(s.runs.insert().values(id=77, uuid="u-77", run_seq=1, facets=facets, **run))
+        connection.execute(s.runs.insert().values(id=78, uuid="u-78", run_seq=2, facets={}, **run))
+        connection.execute(text("UPDATE runs SET facets = :raw WHERE id = 78"), {"raw": json.dumps(facets).encode()})
+        stored = dict(connection.execute(text("SELECT id, facets FROM runs WHERE id IN (77, 78)")).all())
+        read = dict(
+            connection.execute(
+                s.runs.select().with_only_columns(s.runs.c.id, s.runs.c.facets).where(s.runs.c.id.in_([77, 78]))
+            ).all()
+        )
+    assert bytes(stored[77]).startswith(b"\x28\xb5\x2f\xfd") and len(bytes(stored[77])) < len(json.dumps(facets))
+    assert read == {77: facets, 78: facets}
