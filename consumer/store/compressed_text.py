@@ -73,6 +73,64 @@ def decompress(frame: bytes, dictionaries: Callable[[int], Dictionary] | None = 
     return _decompressor(dictionaries(wanted)).decompress(frame).decode()
 
 
+# Facets (schema.CompressedJson) are small JSON objects whose bulk is the same few URLs and keys:
+# a zstd frame of one alone keeps most of them, so frames are made with this built-in dictionary,
+# the URLs of the OpenLineage facets a run and a dataset version carry and the keys of this
+# project's own. A value is FACETS_V1 and the frame. The dictionary's text is part of the stored
+# format: changing it needs a new version byte (tests/consumer/test_store_migrations.py pins it).
+FACETS_V1 = b"\x01"
+_FACET_NAMES = (
+    "DatasetVersionDatasetFacet",
+    "OutputStatisticsOutputDatasetFacet",
+    "InputStatisticsInputDatasetFacet",
+    "DataQualityMetricsInputDatasetFacet",
+    "DataQualityAssertionsDatasetFacet",
+    "ProcessingEngineRunFacet",
+    "ParentRunFacet",
+    "NominalTimeRunFacet",
+    "ErrorMessageRunFacet",
+    "TagsRunFacet",
+    "ExtractionErrorRunFacet",
+    "EnvironmentVariablesRunFacet",
+)
+_OWN_SCHEMAS = "https://raw.githubusercontent.com/spark-lineage/spark-lineage/main/schemas/1-0-0/"
+FACETS_DICTIONARY = Dictionary(
+    -1,  # not a zstd dictionary id (those are unsigned): the frames do not name it
+    "".join(
+        [
+            *(f'"_schemaURL":"https://openlineage.io/spec/facets/1-0-1/{name}.json#/$defs/{name}"' for name in _FACET_NAMES),
+            '"_producer":"https://github.com/OpenLineage/OpenLineage/tree/1.0.0/integration/spark"',
+            '"_producer":"https://github.com/spark-lineage/spark-lineage/tree/main/emitter"',
+            *(
+                f'"_schemaURL":"{_OWN_SCHEMAS}{name}.json#/$defs/{name}"'
+                for name in ("SnapshotDatasetFacet", "MicroBatchRunFacet", "SparkConnectSessionRunFacet")
+            ),
+            '{"snapshot":{"snapshotId":"","kind":"content","batchId":,"partitions":[]},"version":{"datasetVersion":""},'
+            '"outputStatistics":{"rowCount":,"size":,"fileCount":}',
+            '{"processing_engine":{"version":"","name":"spark","openlineageAdapterVersion":""},'
+            '"spark_properties":{"properties":{"spark.master":"","spark.app.name":""}},'
+            '"parent":{"run":{"runId":""},"job":{"namespace":"","name":""}},'
+            '"nominalTime":{"nominalStartTime":"","nominalEndTime":""}}',
+        ]
+    ).encode(),
+)
+
+
+def compress_facets(text: str) -> bytes:
+    """A facets value as stored: FACETS_V1, then the frame of `text` made with FACETS_DICTIONARY."""
+    return FACETS_V1 + compress(text, FACETS_DICTIONARY)
+
+
+def decompress_facets(value: bytes) -> str:
+    """The text of a stored facets value: `compress_facets`'s, a plain frame, or JSON text written
+    by something that bypassed the column's type (a bulk COPY)."""
+    if value.startswith(FACETS_V1):
+        return _decompressor(FACETS_DICTIONARY).decompress(value[len(FACETS_V1) :]).decode()
+    if value.startswith(ZSTD_FRAME):
+        return decompress(value)
+    return value.decode()
+
+
 def _compressor(dictionary: Dictionary | None) -> zstandard.ZstdCompressor:
     return _cached("compressors", dictionary, lambda data: zstandard.ZstdCompressor(level=LEVEL, dict_data=data))
 

@@ -35,7 +35,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 
 from consumer import json_codec
-from consumer.store.compressed_text import ZSTD_FRAME, compress, decompress
+from consumer.store.compressed_text import compress_facets, decompress_facets
 
 # Integer primary keys: BIGINT on PostgreSQL, INTEGER on SQLite (only INTEGER aliases the rowid).
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -44,23 +44,22 @@ Json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresq
 
 
 class CompressedJson(TypeDecorator[Any]):
-    """JSON kept as a zstd frame of its text (consumer.store.compressed_text), for the columns every
-    run adds a row to: the facets of a run and of a dataset version repeat their producer's URLs,
-    schema URLs and names run after run, and compressed take about 40 % of their text (both
-    databases store a value this small inline and uncompressed). Python sees the decoded value; no
-    SQL reads inside it. None is SQL NULL."""
+    """JSON kept as a zstd frame of its text made with a built-in dictionary of facet URLs and keys
+    (consumer.store.compressed_text.compress_facets), for the columns every run adds a row to: the
+    facets of a run and of a dataset version repeat their producer's URLs, schema URLs and names
+    run after run, and compressed take a fifth of their text (both databases store a value this
+    small inline and uncompressed). Python sees the decoded value; no SQL reads inside it. None is
+    SQL NULL."""
 
     impl = LargeBinary
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> bytes | None:
-        return None if value is None else compress(json_codec.dumps(value))
+        return None if value is None else compress_facets(json_codec.dumps(value))
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         if isinstance(value, (bytes, memoryview)):
-            value = bytes(value)
-            # JSON text written by something that bypassed this type (a bulk COPY) reads as JSON
-            return json_codec.loads(decompress(value) if value.startswith(ZSTD_FRAME) else value)
+            return json_codec.loads(decompress_facets(bytes(value)))
         return value
 
 

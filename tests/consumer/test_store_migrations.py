@@ -13,6 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
 
 from consumer.store import open_store
+from consumer.store.compressed_text import FACETS_DICTIONARY, FACETS_V1
 from consumer.store.migrations import _config, head_revision, migrate
 from consumer.store.schema import metadata
 from tests.consumer.helpers import write_events
@@ -362,5 +363,14 @@ def test_compressed_json_reads_frames_and_json_text_written_around_it(store):
                 s.runs.select().with_only_columns(s.runs.c.id, s.runs.c.facets).where(s.runs.c.id.in_([77, 78]))
             ).all()
         )
-    assert bytes(stored[77]).startswith(b"\x28\xb5\x2f\xfd") and len(bytes(stored[77])) < len(json.dumps(facets))
+    assert bytes(stored[77]).startswith(FACETS_V1) and len(bytes(stored[77])) < len(json.dumps(facets))
     assert read == {77: facets, 78: facets}
+
+
+def test_the_facets_dictionary_is_the_one_stored_frames_were_made_with():
+    """Stored facets need the built-in dictionary of their version byte to be read: its text may not
+    change (a new dictionary needs a new version byte, and the old one kept for the frames made with it)."""
+    assert FACETS_V1 == b"\x01"
+    assert (
+        hashlib.sha256(FACETS_DICTIONARY.data).hexdigest() == "0eaa8cd205338a33309a4e3cb190e4894a0afe2781667fff4205eb623e999fdc"
+    )

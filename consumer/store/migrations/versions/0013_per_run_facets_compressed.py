@@ -1,5 +1,5 @@
 """Per-run facets stored compressed: `runs.facets` and `dataset_versions.facets` become zstd frames
-of their JSON text (consumer.store.schema.CompressedJson). Every row is rewritten, a thousand at a
+of their JSON text made with a built-in dictionary (consumer.store.schema.CompressedJson). Every row is rewritten, a thousand at a
 time, into a new column that then replaces the old one (on SQLite with its own ALTER TABLE, which
 since 3.35 drops a column in place: rebuilding `runs`, which other tables' foreign keys cascade
 from, would not be safe). The downgrade writes the JSON back.
@@ -18,7 +18,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 from consumer import json_codec
-from consumer.store.compressed_text import compress, decompress
+from consumer.store.compressed_text import compress_facets, decompress_facets
 from consumer.store.migrations.chunks import rewrite
 
 revision = "0013"
@@ -40,11 +40,11 @@ def downgrade() -> None:
 
 def _compressed(value: Any) -> bytes:
     """A stored JSON value (SQLite: its text; PostgreSQL: the decoded value) as a frame."""
-    return compress(value if isinstance(value, str) else json_codec.dumps(value))
+    return compress_facets(value if isinstance(value, str) else json_codec.dumps(value))
 
 
 def _decompressed(value: Any) -> Any:
-    return json_codec.loads(decompress(bytes(value)))
+    return json_codec.loads(decompress_facets(bytes(value)))
 
 
 def _convert(table: str, new_type: Any, convert: Callable[[Any], Any]) -> None:
