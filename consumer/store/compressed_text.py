@@ -24,7 +24,6 @@ LEVEL = 3
 # events more varied than the benchmark's.
 DICTIONARY_BYTES = 32 * 1024
 NO_DICTIONARY = 0  # the dictionary id of a frame made without one
-ZSTD_FRAME = b"\x28\xb5\x2f\xfd"  # the magic number every zstd frame starts with
 
 T = TypeVar("T")
 
@@ -122,12 +121,10 @@ def compress_facets(text: str) -> bytes:
 
 
 def decompress_facets(value: bytes) -> str:
-    """The text of a stored facets value: `compress_facets`'s, a plain frame, or JSON text written
-    by something that bypassed the column's type (a bulk COPY)."""
+    """The text of a stored facets value: `compress_facets`'s, or JSON text written by something
+    that bypassed the column's type (a bulk COPY)."""
     if value.startswith(FACETS_V1):
         return _decompressor(FACETS_DICTIONARY).decompress(value[len(FACETS_V1) :]).decode()
-    if value.startswith(ZSTD_FRAME):
-        return decompress(value)
     return value.decode()
 
 

@@ -22,7 +22,7 @@ from consumer.ingest.materialize import materialize
 from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import validate
 from consumer.store import Store
-from consumer.store.compressed_text import FACETS_V1, ZSTD_FRAME, decompress_facets
+from consumer.store.compressed_text import FACETS_V1, decompress_facets
 
 # Tansu makes a group's first join wait for the rebalance timeout: keep it short.
 GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
@@ -155,7 +155,7 @@ def dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
 def _plain(value: Any) -> Any:
     if isinstance(value, memoryview):
         value = bytes(value)
-    if isinstance(value, bytes) and value.startswith((FACETS_V1, ZSTD_FRAME)):
+    if isinstance(value, bytes) and value.startswith(FACETS_V1):
         value = decompress_facets(value)
     if isinstance(value, str) and value[:1] in "{[":
         try:

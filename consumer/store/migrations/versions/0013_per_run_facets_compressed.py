@@ -1,8 +1,8 @@
 """Per-run facets stored compressed: `runs.facets` and `dataset_versions.facets` become zstd frames
-of their JSON text made with a built-in dictionary (consumer.store.schema.CompressedJson). Every row is rewritten, a thousand at a
-time, into a new column that then replaces the old one (on SQLite with its own ALTER TABLE, which
-since 3.35 drops a column in place: rebuilding `runs`, which other tables' foreign keys cascade
-from, would not be safe). The downgrade writes the JSON back.
+of their JSON text made with a built-in dictionary (consumer.store.schema.CompressedJson). Every row
+is rewritten, a thousand at a time, into a new column that then replaces the old one (on SQLite with
+its own ALTER TABLE, which since 3.35 drops a column in place: rebuilding `runs`, which other
+tables' foreign keys cascade from, would not be safe). The downgrade writes the JSON back.
 
 Revision ID: 0013
 Revises: 0012
