@@ -32,6 +32,7 @@ TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # noqa: S105 - the variable's na
 # A stop that takes longer than this (a stuck step of Spark's or the transport's) prints every
 # thread's stack to stderr and ends the process with status 1: SIGTERM always ends the server.
 STOP_TIMEOUT_S = 90
+SIGNAL_POLL_S = 0.5
 
 
 class ConnectServerError(Exception):
@@ -83,14 +84,28 @@ def stop(spark: Any, sessions: ConnectSessions) -> None:
     spark.stop()
 
 
-def serve(port: int, host: str, conf: Mapping[str, str]) -> int:
-    """Run the server until SIGINT / SIGTERM."""
+def stop_requested() -> threading.Event:
+    """An event SIGINT and SIGTERM set (installed before the server starts: neither is missed)."""
     stopping = threading.Event()
     for signal_number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signal_number, lambda *_: stopping.set())
+    return stopping
+
+
+def wait_until_set(stopping: threading.Event) -> None:
+    """Wait for `stopping` in short slices. The kernel may deliver SIGTERM to any thread of the
+    process (py4j's, the JVM gateway's); Python then runs the handler only when the main thread
+    next runs bytecode, which a wait without a timeout would never let it do."""
+    while not stopping.wait(SIGNAL_POLL_S):
+        pass
+
+
+def serve(port: int, host: str, conf: Mapping[str, str]) -> int:
+    """Run the server until SIGINT / SIGTERM."""
+    stopping = stop_requested()
     spark, sessions = start(port, host, conf)
     print(f"Spark Connect server with OpenLineage listening at sc://{host}:{port}", flush=True)
-    stopping.wait()
+    wait_until_set(stopping)
     faulthandler.dump_traceback_later(STOP_TIMEOUT_S, exit=True)
     stop(spark, sessions)
     faulthandler.cancel_dump_traceback_later()
