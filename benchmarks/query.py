@@ -383,15 +383,8 @@ def _load_all(
 
 
 def finish(store: Any) -> None:
-    """Latest runs, sequences and planner statistics after the bulk load."""
+    """Sequences and planner statistics after the bulk load."""
     with store.engine.begin() as conn:
-        # one grouped pass; a correlated subquery per job was planned as a scan per job on unanalyzed PostgreSQL
-        conn.execute(
-            text(
-                "UPDATE jobs SET latest_run_id = latest.id FROM (SELECT job_id, MAX(id) AS id FROM runs GROUP BY job_id) latest "
-                "WHERE latest.job_id = jobs.id"
-            )
-        )
         if store.engine.dialect.name == "postgresql":
             for table in ("datasets", "dataset_fields", "jobs", "runs", "namespaces"):
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), (SELECT MAX(id) FROM {table}))"))

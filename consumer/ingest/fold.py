@@ -70,7 +70,6 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
         fields=_fields(batch),
         jobs=_jobs(batch),
         runs=_runs(batch),
-        run_states=_run_states(batch),
         versions=_versions(batch),
         lineage=_run_lineage(batch),
         declared=_declared_lineage(batch),
@@ -169,20 +168,6 @@ def _fold_run(run_events: list[EventRows]) -> RunFold:
         merged.add(time, {**change, "job_version": job.version}, run.facets)
     times = [rows.event_time for rows in run_events]
     return RunFold((first_job.namespace, first_job.name), state, started_at, ended_at, merged, min(times), max(times))
-
-
-def _run_states(batch: Sequence[EventRows]) -> tuple[tuple[str, str, str, datetime], ...]:
-    found = {
-        (rows.run.uuid, rows.run.event_type, rows.event_time): (
-            rows.run.uuid,
-            rows.run.event_type,
-            rows.run.state,
-            rows.event_time,
-        )
-        for rows in batch
-        if rows.run
-    }
-    return tuple(found[key] for key in sorted(found))
 
 
 def _fields(batch: Sequence[EventRows]) -> tuple[FieldFold, ...]:

@@ -36,10 +36,10 @@ from consumer.store.schema import (
     datasets,
     job_versions,
     jobs,
+    latest_run_id,
     lineage_events,
     namespaces,
     partition_lineage,
-    run_states,
     runs,
     snapshot_lineage,
 )
@@ -49,7 +49,6 @@ BATCH = 1000
 PRUNED_TABLES = (
     "lineage_events",
     "runs",
-    "run_states",
     "snapshot_lineage",
     "partition_lineage",
     "dataset_versions",
@@ -159,7 +158,7 @@ def _kept_runs(connection: Connection, run_ids: Sequence[int], job_ids: Sequence
             query = query.where(runs.c.state.in_(sorted(TERMINAL_STATES)))
         return query.order_by(runs.c.created_at.desc(), runs.c.uuid.desc()).limit(1).scalar_subquery()
 
-    for row in connection.execute(select(jobs.c.latest_run_id, latest(True), latest(False)).where(jobs.c.id.in_(job_ids))):
+    for row in connection.execute(select(latest_run_id(jobs.c.id), latest(True), latest(False)).where(jobs.c.id.in_(job_ids))):
         kept.update(run_id for run_id in row if run_id is not None)
     uuids = dict(connection.execute(select(runs.c.uuid, runs.c.id).where(runs.c.id.in_(run_ids))).all())
     parents = connection.execute(select(runs.c.parent_run_uuid).distinct().where(runs.c.parent_run_uuid.in_(sorted(uuids))))
@@ -224,7 +223,6 @@ def _delete_runs(
     pruned.add(
         "snapshot_lineage", connection.execute(delete(snapshot_lineage).where(snapshot_lineage.c.run_id.in_(run_ids))).rowcount
     )
-    pruned.add("run_states", connection.execute(delete(run_states).where(run_states.c.run_id.in_(run_ids))).rowcount)
     pruned.add("runs", connection.execute(delete(runs).where(runs.c.id.in_(run_ids))).rowcount)
     # The jobs' versions no run ran any more and that are neither current nor declared.
     jv = job_versions.c

@@ -267,8 +267,6 @@ VersionFold = tuple[DatasetKey, str, "str | None", str, "bytes | None", Facets, 
 #  created_at, position). Batch id None: the run's number (runs.run_seq) is its barrier id.
 # Position: the event's place in the batch, which breaks ties of created_at once barrier ids are known.
 SnapshotFold = tuple[str, JobKey, "int | None", DatasetKey, str, str, "str | None", Any, Any, Any, datetime, int]
-# (run, event type, state, time)
-RunStateFold = tuple[str, str, str, datetime]
 # (content hash, kind, event type, event time, run, job namespace, job name, payload): RawEvent's fields,
 # the payload compressed (consumer.store.compressed_text)
 RawFold = tuple[str, str, "str | None", datetime, "str | None", "str | None", "str | None", bytes]
@@ -286,7 +284,6 @@ class Folded(NamedTuple):
     fields: tuple[FieldFold, ...]
     jobs: dict[JobKey, EntityFold]
     runs: dict[str, RunFold]
-    run_states: tuple[RunStateFold, ...]
     versions: tuple[VersionFold, ...]
     lineage: dict[str, LineageFold]  # by run: what the batch's events of each run read, wrote and derived
     declared: dict[JobKey, LineageFold]  # by job: what its newest JobEvent of the batch declared

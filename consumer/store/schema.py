@@ -29,6 +29,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    select,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -137,7 +138,6 @@ jobs = Table(
     Column("declared_at", Time),
     # Event time each merged value and facet key came from: merging stays order-independent.
     Column("merged_at", Json),
-    Column("latest_run_id", Id, ForeignKey("runs.id", ondelete="SET NULL", use_alter=True, name="fk_jobs_latest_run")),
     Column("parent_job_id", Id, ForeignKey("jobs.id", ondelete="SET NULL")),
     Column("created_at", Time, nullable=False),
     Column("updated_at", Time, nullable=False),
@@ -146,7 +146,6 @@ jobs = Table(
     # Set when the sweep retired the job's table lineage; cleared when the job is seen again.
     Column("lineage_retired_at", Time),
     UniqueConstraint("namespace_id", "name", name="uq_jobs_namespace_name"),
-    Index("ix_jobs_latest_run", "latest_run_id"),  # retention's deletes of runs check this key
 )
 
 datasets = Table(
@@ -265,17 +264,21 @@ runs = Table(
     UniqueConstraint("job_id", "run_seq", name="uq_runs_job_seq"),
 )
 
-run_states = Table(
-    "run_states",
-    metadata,
-    _id(),
-    Column("run_id", Id, ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
-    # The OpenLineage eventType (START, RUNNING, COMPLETE, ABORT, FAIL, OTHER).
-    Column("event_type", String(16), nullable=False),
-    Column("state", String(16), nullable=False),
-    Column("transitioned_at", Time, nullable=False),
-    UniqueConstraint("run_id", "event_type", "transitioned_at", name="uq_run_states"),
-)
+
+def latest_run_id(job_id: Any) -> Any:
+    """The id of the job's run started last (first event time, ties by run id), as a scalar subquery
+    over `ix_runs_job_created`: stored nowhere, so a new run rewrites no job row to say so. It
+    reads an alias of `runs`, so a query that joins `runs` itself can use it."""
+    latest = runs.alias("latest_run")
+    return (
+        select(latest.c.id)
+        .where(latest.c.job_id == job_id)
+        .order_by(latest.c.created_at.desc(), latest.c.uuid.desc())
+        .limit(1)
+        .correlate_except(latest)
+        .scalar_subquery()
+    )
+
 
 # What a job does, stored once per distinct content: the datasets one run of it (or one JobEvent)
 # read and wrote, their schemas, and its column-lineage edges, by natural key (consumer.store.rows.lineage_content),

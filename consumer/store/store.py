@@ -28,10 +28,10 @@ from consumer.store.schema import (
     job_io,
     job_versions,
     jobs,
+    latest_run_id,
     lineage_events,
     namespaces,
     partition_lineage,
-    run_states,
     runs,
     snapshot_lineage,
 )
@@ -44,7 +44,6 @@ DERIVED_TABLES = (
     snapshot_lineage,
     column_lineage,
     job_io,
-    run_states,
     dataset_versions,
     dataset_version_contents,
     dataset_fields,
@@ -220,9 +219,7 @@ class Store:
         go with it are returned, for `restore_tags` once the rows exist again."""
         with self.writing() as connection:
             saved = tags.saved_assignments(connection)
-            connection.execute(
-                update(jobs).values(latest_run_id=None, parent_job_id=None, current_version_id=None, declared_version_id=None)
-            )
+            connection.execute(update(jobs).values(parent_job_id=None, current_version_id=None, declared_version_id=None))
             for table in DERIVED_TABLES:
                 connection.execute(delete(table))
         return saved
@@ -270,7 +267,7 @@ class Store:
         with self.writing() as connection:
             candidates = connection.execute(
                 select(jobs.c.id, jobs.c.name, jobs.c.last_seen)
-                .join(runs, runs.c.id == jobs.c.latest_run_id)
+                .join_from(jobs, runs, runs.c.id == latest_run_id(jobs.c.id))
                 .where(jobs.c.lineage_retired_at.is_(None), runs.c.state.in_(sorted(TERMINAL_STATES)))
             ).all()
             stale = [row for row in candidates if row.last_seen < cutoff]

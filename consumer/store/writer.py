@@ -9,7 +9,7 @@ any batches by any number of writers, builds the same store. Besides those rules
 - a dataset's `updated_at` is its latest own event; only a dataset known from column-lineage
   edges alone takes the edges' times;
 - a job's runs are numbered 1, 2, ... (`run_seq`) in the order of their first event time (ties by
-  run id), renumbered when an earlier run arrives late; `latest_run_id` is the run started last.
+  run id), renumbered when an earlier run arrives late.
 
 On PostgreSQL several writers may write at once: each transaction first takes advisory locks on
 the jobs, datasets and runs of its batch in one global (sorted) order, and every upsert sends its
@@ -62,7 +62,6 @@ from consumer.store.schema import (
     lineage_events,
     namespaces,
     partition_lineage,
-    run_states,
     runs,
     snapshot_lineage,
 )
@@ -181,13 +180,11 @@ class _BatchWriter:
         with overlapped(self.connection):
             if store_raw:
                 self.raw_events(folded)
-            self.run_states(folded, run_ids)
             self.dataset_versions(folded, dataset_ids, run_ids, content_ids)
             snapshot_keys = self.snapshots(folded, job_ids, dataset_ids, run_ids, run_seqs)
         self.partitions(folded, snapshot_keys)
         touched_jobs = set(job_ids.values()) | set(run_jobs)
         self.declared_versions(folded, job_ids)
-        self.latest_runs(touched_jobs)
         self.current_lineage(touched_jobs, retired_jobs, dataset_ids, field_ids)
 
     def _earliest_latest(self, table: Table, first: str, last: str) -> dict[str, Any]:
@@ -646,17 +643,6 @@ class _BatchWriter:
             placed = min((row.run_seq for row in later if row.run_seq > 0), default=1) - 1
         return [(row.id, row.run_seq, placed + rank) for rank, row in enumerate(later, 1) if row.run_seq != placed + rank]
 
-    def run_states(self, folded: Folded, run_ids: dict[str, int]) -> None:
-        values = [
-            {"run_id": run_ids[run], "event_type": event_type, "state": state, "transitioned_at": time}
-            for run, event_type, state, time in folded.run_states
-        ]
-        if values:
-            self.many(
-                self.insert(run_states).on_conflict_do_nothing(index_elements=["run_id", "event_type", "transitioned_at"]),
-                sorted(values, key=lambda row: (row["run_id"], row["event_type"], row["transitioned_at"])),
-            )
-
     def version_contents(self, folded: Folded) -> dict[str, int]:
         """The ids of the batch's version contents by hash, inserting those not stored yet."""
         wanted = {content_hash: (fields, facets) for _, _, _, content_hash, fields, facets, _, _ in folded.versions}
@@ -779,18 +765,6 @@ class _BatchWriter:
             index_elements=["snapshot_lineage_id", "partition_name"]
         )
         self.many(statement, values)
-
-    def latest_runs(self, job_id_set: set[int]) -> None:
-        if not job_id_set:
-            return
-        newest_run = (
-            select(runs.c.id)
-            .where(runs.c.job_id == jobs.c.id)
-            .order_by(runs.c.created_at.desc(), runs.c.uuid.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
-        self.connection.execute(update(jobs).where(jobs.c.id.in_(sorted(job_id_set))).values(latest_run_id=newest_run))
 
     # current lineage ----------------------------------------------------------------------
     def current_lineage(

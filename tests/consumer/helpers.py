@@ -119,10 +119,9 @@ DUMP_QUERIES = {
                    FROM datasets d JOIN namespaces n ON n.id = d.namespace_id""",
     "fields": """SELECT d.name, f.name, f.type, f.from_schema FROM dataset_fields f JOIN datasets d ON d.id = f.dataset_id""",
     "jobs": """SELECT n.name, j.name, j.type, j.current_version, j.facets, r.uuid
-               FROM jobs j JOIN namespaces n ON n.id = j.namespace_id LEFT JOIN runs r ON r.id = j.latest_run_id""",
+               FROM jobs j JOIN namespaces n ON n.id = j.namespace_id LEFT JOIN runs r ON r.id = (SELECT l.id FROM runs l WHERE l.job_id = j.id ORDER BY l.created_at DESC, l.uuid DESC LIMIT 1)""",
     "runs": """SELECT r.uuid, j.name, r.run_seq, r.state, r.started_at, r.ended_at, r.facets, r.parent_run_uuid
                FROM runs r JOIN jobs j ON j.id = r.job_id""",
-    "run_states": """SELECT r.uuid, s.event_type, s.state, s.transitioned_at FROM run_states s JOIN runs r ON r.id = s.run_id""",
     "job_io": """SELECT j.name, d.name, io.direction, io.first_seen
                  FROM job_io io JOIN jobs j ON j.id = io.job_id JOIN datasets d ON d.id = io.dataset_id""",
     "column_lineage": """SELECT od.name, of.name, id.name, inf.name, c.transformation_type, c.transformation_subtype,

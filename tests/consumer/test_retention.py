@@ -280,7 +280,13 @@ def test_pruning_beside_writers_on_postgresql_leaves_a_consistent_store(postgres
     pruning.join()
     assert failures == []
     assert missing + _rows(writer, missing_versions) == []
-    assert _rows(writer, "SELECT name FROM jobs WHERE current_version_id IS NULL OR latest_run_id IS NULL") == []
+    assert (
+        _rows(
+            writer,
+            "SELECT name FROM jobs j WHERE current_version_id IS NULL OR NOT EXISTS (SELECT 1 FROM runs r WHERE r.job_id = j.id)",
+        )
+        == []
+    )
     numbers = "SELECT r.run_seq FROM runs r JOIN jobs j ON j.id = r.job_id WHERE j.name = :job ORDER BY r.created_at, r.uuid"
     for job in (STAGE, REPORT):
         sequence = [seq for (seq,) in _rows(writer, numbers, job=job)]

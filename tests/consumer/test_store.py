@@ -185,7 +185,7 @@ def test_out_of_order_and_repeated_events_converge(store):
             write_events(store, [events[kind]])
         [(state, started, ended, states)] = _rows(
             store,
-            f"SELECT r.state, r.started_at, r.ended_at, (SELECT count(*) FROM run_states s WHERE s.run_id = r.id) "
+            f"SELECT r.state, r.started_at, r.ended_at, (SELECT count(*) FROM lineage_events e WHERE e.run_uuid = r.uuid) "
             f"FROM runs r WHERE r.uuid = '{run_id}'",
         )
         outcomes.add((state, str(started)[:19], str(ended)[:19], states))

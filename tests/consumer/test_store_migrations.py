@@ -74,8 +74,8 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
     for version, expected in (
-        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013"]),
-        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013"]),
+        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]),
+        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]),
     ):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
@@ -119,7 +119,7 @@ def test_column_lineage_keeps_its_rows_when_its_constraints_go_and_come_back(sto
     assert _rows(store, query) == written and _foreign_keys(store_url) == 0
     _move(store, command.downgrade, "0005")
     assert _rows(store, query) == written and _foreign_keys(store_url) == 6
-    assert migrate(store.engine) == ["0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013"]
+    assert migrate(store.engine) == ["0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]
     assert _schema_differences(store_url) == []
     store.dispose()
 
@@ -148,7 +148,7 @@ def test_raw_events_are_compressed_in_place_and_every_answer_stays_the_same(stor
         json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False) for line in demo
     )
 
-    assert migrate(store.engine) == ["0007", "0008", "0009", "0010", "0011", "0012", "0013"]
+    assert migrate(store.engine) == ["0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]
     assert _schema_differences(store_url) == []
     assert dump(store) == derived
     stored = _rows(store, "SELECT payload FROM lineage_events")
@@ -205,7 +205,7 @@ def test_dataset_version_contents_are_moved_in_place_and_every_answer_stays_the_
     _move(store, command.downgrade, "0007")
     assert _rows(store, "SELECT count(*) FROM dataset_versions WHERE fields IS NOT NULL")[0][0] > 0
 
-    assert migrate(store.engine) == ["0008", "0009", "0010", "0011", "0012", "0013"]
+    assert migrate(store.engine) == ["0008", "0009", "0010", "0011", "0012", "0013", "0014"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived
@@ -244,7 +244,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0013"
+    assert head_revision() == "0014"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():
@@ -283,7 +283,7 @@ def test_job_versions_are_made_in_place_and_every_answer_stays_the_releases(stor
 
     _move(store, command.downgrade, "0009")
     assert "job_version_id" not in {column["name"] for column in inspect(store.engine).get_columns("runs")}
-    assert migrate(store.engine) == ["0010", "0011", "0012", "0013"]
+    assert migrate(store.engine) == ["0010", "0011", "0012", "0013", "0014"]
     assert _schema_differences(store_url) == []
     assert _answer_digests(store) == digests
     assert dump(store) == derived
@@ -324,12 +324,36 @@ def test_per_run_facets_are_compressed_in_place_and_every_answer_stays_the_same(
     assert {row[0] for row in _rows(store, f"SELECT DISTINCT {kind} FROM runs")} == {"text" if "sqlite" in store_url else "jsonb"}
     as_json = _facet_bytes(store)
 
-    assert migrate(store.engine) == ["0013"]
+    assert migrate(store.engine) == ["0013", "0014"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived
     # (PostgreSQL's JSONB orders an object's keys its own way: the frames of the same facets differ a little)
     assert max(compressed, _facet_bytes(store)) < as_json / 2
+    store.dispose()
+
+
+def test_run_states_and_latest_run_ids_go_in_place_and_every_answer_stays_the_same(store_url):
+    """A store with `run_states` and `jobs.latest_run_id` (revision 0013, made by the downgrade of one
+    written now, which rebuilds both from the raw events and the runs), upgraded again: both are gone
+    and every API answer and derived row is the same, the jobs' latest runs among them."""
+    from tests.consumer.helpers import dump
+
+    store = open_store(store_url)
+    demo = [json.loads(line) for line in DEMO_EVENTS.read_text().splitlines() if line.strip()]
+    write_events(store, demo)
+    before, derived = _answers(store), dump(store)
+    _move(store, command.downgrade, "0013")
+    run_events = "SELECT count(DISTINCT run_uuid || event_type || event_time) FROM lineage_events WHERE kind = 'RunEvent'"
+    assert _rows(store, "SELECT count(*) FROM run_states")[0][0] == _rows(store, run_events)[0][0] > 0
+    latest = "SELECT count(*) FROM jobs j WHERE latest_run_id IS NOT NULL"
+    assert _rows(store, latest)[0][0] == _rows(store, "SELECT count(DISTINCT job_id) FROM runs")[0][0] > 0
+
+    assert migrate(store.engine) == ["0014"]
+    assert _schema_differences(store_url) == []
+    assert "run_states" not in inspect(store.engine).get_table_names()
+    assert _answers(store) == before
+    assert dump(store) == derived
     store.dispose()
 
 

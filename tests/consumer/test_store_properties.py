@@ -192,9 +192,7 @@ def _natural(keys: dict[str, dict[int, Any]], table: str | None, value: Any) -> 
 
 def _reset(store: Store) -> None:
     with store.engine.begin() as connection:
-        connection.execute(
-            s.jobs.update().values(latest_run_id=None, parent_job_id=None, current_version_id=None, declared_version_id=None)
-        )
+        connection.execute(s.jobs.update().values(parent_job_id=None, current_version_id=None, declared_version_id=None))
         for table in DERIVED_TABLES:
             connection.execute(table.delete())
         connection.execute(s.lineage_events.delete())
