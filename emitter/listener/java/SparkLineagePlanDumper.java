@@ -29,6 +29,11 @@ public class SparkLineagePlanDumper {
   }
 
   public String describe(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan) throws Exception {
+    return SparkLineageResult.of(describeText(plan));
+  }
+
+  // describe()'s text itself (never a file reference)
+  String describeText(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan) throws Exception {
     StringBuilder b = new StringBuilder("[");
     java.util.List pending = new java.util.ArrayList();  // the plan, then each cached plan
     java.util.Map cachedIndex = new java.util.HashMap();  // InMemoryRelation key -> index in pending - 1
@@ -53,7 +58,7 @@ public class SparkLineagePlanDumper {
     for (int i = 1; i < pending.size(); i++) {
       b.append('\n').append(planJson((org.apache.spark.sql.catalyst.trees.TreeNode) pending.get(i)));
     }
-    return SparkLineageResult.of(b.toString());
+    return b.toString();
   }
 
   void guardedLeaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf, java.util.List pending, java.util.Map cachedIndex) {
