@@ -4,6 +4,7 @@ events of in-process writes (faster than a child process per case)."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -394,3 +395,65 @@ def test_every_java_helper_compiles_and_instantiates(spark):
     assert len(names) >= 7
     for name in names:
         assert loader.loadClass(name).newInstance() is not None, name
+
+
+def test_each_callback_of_a_ctas_costs_one_jvm_round_trip(spark, tmp_path: Path):
+    """The listener bus waits while a callback runs, and every py4j call is a round trip between
+    two processes: the listener copies an action out in one helper call. A CTAS gives two
+    callbacks, its nested data write (with the plan) and its wrapper (merged into it): one each."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    from emitter.dedupe import WrapperDedupe
+    from emitter.listener.batch import BatchListener
+
+    class Sink:
+        closed = False
+
+        def __init__(self) -> None:
+            self.actions: list = []
+
+        def handle_actions(self, actions):
+            self.actions.extend(actions)
+
+    class CountingListener(BatchListener):
+        def capture(self, func_name, query_execution, duration_ns, exception):
+            client = self.gateway._gateway_client
+            listener_bus = threading.current_thread()
+            calls: list[str] = []
+            send_command = client.send_command
+
+            def counted(command, *args, **kwargs):
+                if threading.current_thread() is listener_bus:  # not the test's own calls meanwhile
+                    calls.append(" ".join(command.split("\n")[:3]))
+                return send_command(command, *args, **kwargs)
+
+            client.send_command = counted
+            try:
+                captured = super().capture(func_name, query_execution, duration_ns, exception)
+            finally:
+                del client.send_command  # the class's method again
+            if captured is not None:
+                round_trips.append((captured.write.command if captured.write else func_name, calls))
+            return captured
+
+    gateway = spark.sparkContext._gateway
+    ensure_callback_server_started(gateway)
+    round_trips: list[tuple[str, int]] = []
+    sink = Sink()
+    listener = CountingListener(gateway, WrapperDedupe(), sink)
+    spark.range(3).write.parquet(str(tmp_path / "source"))
+    spark.sql(f"CREATE TABLE round_trip_source USING parquet LOCATION '{tmp_path / 'source'}'")
+    spark._jsparkSession.listenerManager().register(listener)
+    try:
+        spark.sql("CREATE TABLE round_trip_ctas USING parquet AS SELECT id * 2 AS twice FROM round_trip_source")
+        wait_for_listeners(spark)
+    finally:
+        spark._jsparkSession.listenerManager().unregister(listener)
+        spark.sql("DROP TABLE IF EXISTS round_trip_ctas")
+        spark.sql("DROP TABLE IF EXISTS round_trip_source")
+    assert [(command, len(calls)) for command, calls in round_trips] == [
+        ("InsertIntoHadoopFsRelationCommand", 1),
+        ("CreateDataSourceTableAsSelectCommand", 1),
+    ], round_trips
+    [action] = sink.actions
+    assert action.write.command == "CreateDataSourceTableAsSelectCommand" and action.plan_json and action.leaves
