@@ -139,10 +139,20 @@ class BatchListener:
         listings where Spark's file index did not already list the files)."""
         leaves, cached_plans = described_json.described_leaves(described)
         input_snapshots: dict[int, Snapshot] = {}
+        by_listing: dict[tuple[Any, ...], Snapshot | None] = {}  # a table read several times is listed once
         for description in described.leaves:
             key = description.get("key")
             if key in leaves and key not in input_snapshots and description.get("relation") == "HadoopFsRelation":
-                snapshot = jvm.guarded(None, files.described_input_snapshot, self.gateway, self.hadoop_conf, description)
+                listing = (
+                    description.get("location") if description.get("table") else None,
+                    tuple(description.get("paths", ())),
+                    description.get("files"),
+                )
+                if listing not in by_listing:
+                    by_listing[listing] = jvm.guarded(
+                        None, files.described_input_snapshot, self.gateway, self.hadoop_conf, description
+                    )
+                snapshot = by_listing[listing]
                 if snapshot is not None:
                     input_snapshots[key] = snapshot
         for key, relation in leaves.items():  # Hive and V2 tables, Delta, listing failures
