@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+import orjson
 from attrs import frozen
 
 from emitter.capture import MicroBatchTag, RelationInfo, SchemaField, TableRef, WriteInfo
@@ -51,7 +52,42 @@ def parse_described_plan(text: str) -> DescribedPlan:
     """The helper's lines: the leaves' JSON, the plan's JSON, then one line per cached plan."""
     leaves_json, _, rest = text.partition("\n")
     plan_json, *cached = rest.split("\n")
-    return DescribedPlan(tuple(json.loads(leaves_json)), plan_json, tuple(cached))
+    return DescribedPlan(tuple(_loads(leaves_json)), plan_json, tuple(cached))
+
+
+def _loads(text: str) -> Any:
+    """orjson, json only for what orjson refuses (integers beyond 64 bits)."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+@frozen
+class DescribedAction:
+    """`java/SparkLineageActions.java`'s description of one action: the optimized plan's class,
+    the QueryExecution's id, the JVM tagger's tags (None without a tagger), the helper's
+    description of the write (None when the action writes nothing), and the plan's description
+    when the helper was asked for it (None otherwise)."""
+
+    root_class: str
+    query_execution_id: int
+    tags: str | None
+    write: Mapping[str, Any] | None
+    plan: DescribedPlan | None
+
+
+def parse_described_action(text: str) -> DescribedAction:
+    """The helper's header line (JSON), then `parse_described_plan`'s lines when it described the plan."""
+    header_json, newline, rest = text.partition("\n")
+    header = _loads(header_json)
+    return DescribedAction(
+        root_class=str(header["root"]),
+        query_execution_id=int(header["id"]),
+        tags=header.get("tags"),
+        write=header.get("write"),
+        plan=parse_described_plan(rest) if newline else None,
+    )
 
 
 def described_leaves(

@@ -130,33 +130,53 @@ def column_lineage_facet(
 ) -> column_lineage_dataset.ColumnLineageDatasetFacet:
     """The columnLineage facet from engine edges; `locate` names an edge's leaf relation
     (namespace, name), or every dataset it stands for (a Kafka source of several topics), or
-    returns None for relations that are not datasets (LocalRelation)."""
+    returns None for relations that are not datasets (LocalRelation). Each relation is located,
+    and each distinct transformation converted, once per facet."""
+    builder = _FieldsBuilder(locate)
     fields = {}
     for column, edges in columns.items():
-        inputs = _input_fields(edges, locate)
+        inputs = builder.input_fields(edges)
         if inputs:  # a source-less column (a literal, current_timestamp()) has no lineage to tell
             fields[column] = column_lineage_dataset.Fields(inputFields=inputs)
     return column_lineage_dataset.ColumnLineageDatasetFacet(
-        fields=fields, dataset=_input_fields(dataset, locate), producer=PRODUCER
+        fields=fields, dataset=builder.input_fields(dataset), producer=PRODUCER
     )
 
 
-def _input_fields(
-    edges: Iterable[_Edge], locate: Callable[[Any], Location | list[Location] | None]
-) -> list[column_lineage_dataset.InputField]:
-    merged: dict[tuple[str, str, str], list[column_lineage_dataset.Transformation]] = {}
-    for edge in edges:
-        located = locate(edge.relation)
-        for where in located if isinstance(located, list) else [located] if located is not None else []:
-            transformations = merged.setdefault((*where, edge.column), [])
-            for transformation in edge.transformations:
-                converted = _transformation(transformation)
-                if converted not in transformations:
-                    transformations.append(converted)
-    return [
-        column_lineage_dataset.InputField(namespace=ns, name=name, field=column, transformations=transformations)
-        for (ns, name, column), transformations in merged.items()
-    ]
+class _FieldsBuilder:
+    """The input fields of one facet's edges, with what repeats across its columns memoized:
+    where each relation is (by identity: engine relations are plan nodes) and each converted
+    transformation (engine transformations are frozen values)."""
+
+    def __init__(self, locate: Callable[[Any], Location | list[Location] | None]) -> None:
+        self._locate = locate
+        self._locations: dict[int, list[Location]] = {}
+        self._converted: dict[Any, column_lineage_dataset.Transformation] = {}
+
+    def _where(self, relation: Any) -> list[Location]:
+        found = self._locations.get(id(relation))
+        if found is None:
+            located = self._locate(relation)
+            found = located if isinstance(located, list) else [located] if located is not None else []
+            self._locations[id(relation)] = found
+        return found
+
+    def input_fields(self, edges: Iterable[_Edge]) -> list[column_lineage_dataset.InputField]:
+        merged: dict[tuple[str, str, str], list[column_lineage_dataset.Transformation]] = {}
+        converted_of = self._converted
+        for edge in edges:
+            for where in self._where(edge.relation):
+                transformations = merged.setdefault((*where, edge.column), [])
+                for transformation in edge.transformations:
+                    converted = converted_of.get(transformation)
+                    if converted is None:
+                        converted = converted_of[transformation] = _transformation(transformation)
+                    if converted not in transformations:
+                        transformations.append(converted)
+        return [
+            column_lineage_dataset.InputField(namespace=ns, name=name, field=column, transformations=transformations)
+            for (ns, name, column), transformations in merged.items()
+        ]
 
 
 def _transformation(transformation: _Transformation) -> column_lineage_dataset.Transformation:

@@ -64,14 +64,17 @@ class Expr(NamedTuple):
 
     def attribute(self) -> Attribute | None:
         """The attribute this expression declares (AttributeReference, Alias...), if any."""
-        expr_id = self.expr_id
-        if expr_id is None or self.name is None:
+        fields = self.fields
+        expr_id = fields.get("exprId")
+        expr_id = expr_id.get("id") if isinstance(expr_id, dict) else None
+        name = fields.get("name")
+        if not isinstance(expr_id, int) or not isinstance(name, str):
             return None
         if self.cls == "Alias":
             data_type = self.children[0].fields.get("dataType") if self.children else None
         else:
-            data_type = self.fields.get("dataType")
-        return Attribute(expr_id, self.name, render_type(data_type))
+            data_type = fields.get("dataType")
+        return Attribute(expr_id, name, data_type if isinstance(data_type, str) else render_type(data_type))
 
     def field_expr(self, name: str) -> Any:
         """A field of this expression parsed into Expr/Node trees (fields are kept raw)."""
@@ -205,7 +208,7 @@ def parse_value(value: Any) -> Any:
     if isinstance(value, list):
         if value and _is_tree_item(value[0]):
             return _parse_tree(value)
-        return tuple(parse_value(item) for item in value)
+        return tuple([parse_value(item) for item in value])
     return value
 
 
@@ -224,11 +227,45 @@ def _parse_tree(items: list[dict[str, Any]]) -> Expr | Node:
 
 
 def _build_expr(items: list[dict[str, Any]], position: int) -> tuple[Expr, int]:
+    if position == 0:
+        built = _build_whole(items, _make_expr)
+        if built is not None:
+            return built, len(items)
     return _build_tree(items, position, _make_expr)
 
 
 def _build_node(items: list[dict[str, Any]], position: int) -> tuple[Node, int]:
+    if position == 0:
+        built = _build_whole(items, _make_node)
+        if built is not None:
+            return built, len(items)
     return _build_tree(items, position, _make_node)
+
+
+def _build_whole(items: list[dict[str, Any]], make: Callable[[dict[str, Any], tuple[Any, ...]], Any]) -> Any | None:
+    """The one tree `items` holds, built from the last item to the first: when an item is reached
+    its children are already built, on top of the stack, the first child topmost. No per-item
+    bookkeeping, so this is the fast path; None when `items` is not exactly one well-formed tree
+    (trailing or missing nodes, an item that is no TreeNode): `_build_tree` then reads it in
+    order and says what is wrong (or builds the first tree of a field list with more)."""
+    stack: list[Any] = []
+    append = stack.append
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if item.__class__ is not dict or "class" not in item:
+            return None
+        count = item.get("num-children")
+        if count.__class__ is not int:
+            return None
+        if count:
+            if count > len(stack) or count < 0:
+                return None
+            children = tuple(stack[-1 : -count - 1 : -1])
+            del stack[-count:]
+            append(make(item, children))
+        else:
+            append(make(item, ()))
+    return stack[0] if len(stack) == 1 else None
 
 
 def _build_tree(
@@ -270,13 +307,87 @@ def _make_expr(item: dict[str, Any], children: tuple[Expr, ...]) -> Expr:
 def _make_node(item: dict[str, Any], children: tuple[Node, ...]) -> Node:
     full_class = item["class"]
     cls = simple_class(full_class)
-    exprs = {
-        name: parse_value(value)
-        for name, value in item.items()
-        if name not in ("class", "num-children") and isinstance(value, list)
-    }
+    parsed: dict[str, Any] = {}
+    deferred: dict[str, list[Any]] = {}
+    for name, value in item.items():
+        if value.__class__ is list and name != "class" and name != "num-children":
+            if name == DECLARED_OUTPUT_FIELD and _is_flat_attribute_list(value):
+                deferred[name] = value
+            else:
+                parsed[name] = parse_value(value)
+    exprs = _Fields(parsed, deferred) if deferred else parsed
     output = _output(cls, item, exprs, children)
     return Node(cls, children, output, item, exprs, full_class)
+
+
+DECLARED_OUTPUT_FIELD = "output"
+_MISSING = object()
+
+
+class _Fields(Mapping[str, Any]):
+    """A node's expression fields, parsed when built, except its declared `output` when that is
+    a plain list of attributes: a leaf relation's, every column of its table, which the lineage
+    reads only as the node's output (taken from the JSON directly, `_flat_attributes`). That
+    one is parsed into Exprs when first read."""
+
+    __slots__ = ("_parsed", "_deferred")
+
+    def __init__(self, parsed: dict[str, Any], deferred: dict[str, list[Any]]) -> None:
+        self._parsed = parsed
+        self._deferred = deferred
+
+    def __getitem__(self, name: str) -> Any:
+        value = self._parsed.get(name, _MISSING)
+        if value is not _MISSING:
+            return value
+        raw = self._deferred.get(name, _MISSING)
+        if raw is _MISSING:
+            raise KeyError(name)
+        value = self._parsed[name] = parse_value(raw)
+        return value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self._parsed.get(name, _MISSING)
+        if value is not _MISSING:
+            return value
+        return self[name] if name in self._deferred else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._parsed or name in self._deferred
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._parsed
+        yield from (name for name in self._deferred if name not in self._parsed)
+
+    def __len__(self) -> int:
+        return len(self._parsed) + sum(1 for name in self._deferred if name not in self._parsed)
+
+
+def _is_flat_attribute_list(value: list[Any]) -> bool:
+    """Whether a field is a list of one-item trees (attributes without children), which
+    `_flat_attributes` reads exactly as `_attributes(parse_value(value))` would."""
+    for tree in value:
+        if tree.__class__ is not list or len(tree) != 1:
+            return False
+        item = tree[0]
+        if item.__class__ is not dict or item.get("num-children") != 0 or "class" not in item:
+            return False
+        if _is_plan_class(item["class"]):
+            return False
+    return True
+
+
+def _flat_attributes(value: list[list[dict[str, Any]]]) -> tuple[Attribute, ...]:
+    """The attributes a flat attribute list (`_is_flat_attribute_list`) declares, from its JSON."""
+    found = []
+    for (item,) in value:
+        expr_id = item.get("exprId")
+        expr_id = expr_id.get("id") if isinstance(expr_id, dict) else None
+        name = item.get("name")
+        if isinstance(expr_id, int) and isinstance(name, str):
+            data_type = None if simple_class(item["class"]) == "Alias" else item.get("dataType")
+            found.append(Attribute(expr_id, name, data_type if isinstance(data_type, str) else render_type(data_type)))
+    return tuple(found)
 
 
 def _attributes(values: Any) -> tuple[Attribute, ...]:
@@ -285,7 +396,15 @@ def _attributes(values: Any) -> tuple[Attribute, ...]:
         attribute = values.attribute()
         return (attribute,) if attribute else ()
     if isinstance(values, tuple):
-        return tuple(attr for value in values for attr in _attributes(value))
+        found: list[Attribute] = []
+        for value in values:
+            if isinstance(value, Expr):
+                attribute = value.attribute()
+                if attribute:
+                    found.append(attribute)
+            else:
+                found.extend(_attributes(value))
+        return tuple(found)
     return ()
 
 
@@ -331,7 +450,10 @@ def _output(cls: str, item: Mapping[str, Any], exprs: Mapping[str, Any], childre
         return children[-1].output if children else ()
     if cls == "CTERelationDef":
         return first_child
-    declared = _attributes(exprs.get("output"))
+    if isinstance(exprs, _Fields) and DECLARED_OUTPUT_FIELD in exprs._deferred:
+        declared = _flat_attributes(exprs._deferred[DECLARED_OUTPUT_FIELD])
+    else:
+        declared = _attributes(exprs.get(DECLARED_OUTPUT_FIELD))
     if declared or "output" in item:
         return declared
     if cls in ("Expand",):

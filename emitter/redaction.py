@@ -34,6 +34,11 @@ def redact(value: Any, key: str = "") -> Any:
 
 
 def redact_text(text: str) -> str:
-    text = _URL_USERINFO.sub(rf"\1:{REDACTED}@", text)
-    text = _SLASH_USERINFO.sub(rf"\1/{REDACTED}@", text)
+    # Both userinfo patterns need an "@" and the inline one an "=": most texts (column lineage
+    # descriptions, paths) have neither and skip the regular expressions.
+    if "@" in text:
+        text = _URL_USERINFO.sub(rf"\1:{REDACTED}@", text)
+        text = _SLASH_USERINFO.sub(rf"\1/{REDACTED}@", text)
+    if "=" not in text:
+        return text
     return _INLINE_SECRET.sub(lambda match: match.group(1) + REDACTED, text)

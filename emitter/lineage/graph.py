@@ -142,9 +142,12 @@ class Graph:
         self._visited.update(id(node) for node in fresh)
         for node in fresh:
             self._prescan(node)
+        names = self.names
         for node in fresh:
-            for attribute in node.output:
-                self.names.setdefault(attribute.expr_id, attribute.name)
+            children = node.children
+            if not (len(children) == 1 and node.output is children[0].output):  # else named with its child
+                for attribute in node.output:
+                    names.setdefault(attribute.expr_id, attribute.name)
             handler = HANDLERS.get(node.cls)
             if handler is None:
                 handler = _leaf if (not node.children and node.output) else _unknown

@@ -19,7 +19,7 @@ from attrs import evolve
 
 from emitter import described as described_json
 from emitter.capture import Capture, MicroBatchTag, RelationInfo, WriteInfo
-from emitter.dedupe import WrapperDedupe
+from emitter.dedupe import WRAPPER_COMMANDS, WrapperDedupe
 from emitter.listener import files, jvm
 from emitter.listener.partitions import Partitions, ScannedPartitions
 from emitter.snapshots import Snapshot
@@ -50,6 +50,7 @@ class BatchListener:
     ) -> None:
         self.dumper = jvm.PlanDumper(gateway)
         self.writes = jvm.WriteDescriber(gateway)
+        self.actions = jvm.ActionDescriber(gateway, self.writes, tagger, WRAPPER_COMMANDS, dedupe.emit_reads)
         self.scanned_partitions = ScannedPartitions(gateway)
         self.gateway = gateway
         self.dedupe = dedupe  # called on Spark's listener bus thread only
@@ -78,45 +79,45 @@ class BatchListener:
             log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
 
     def capture(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:
-        """The capture of one action; None for a read when reads are not emitted. A wrapper
-        command (CTAS, saveAsTable) the dedupe will merge into the nested write it already has
-        keeps only its target, mode and outcome: its plan (the whole query again), leaves and
-        snapshots are not copied out."""
-        if not (self.dumper.available and self.writes.available):
+        """The capture of one action; None for a read when reads are not emitted. What the JVM
+        tells of it comes in one helper round trip (`jvm.ActionDescriber`). A wrapper command
+        (CTAS, saveAsTable) the dedupe will merge into the nested write it already has keeps
+        only its target, mode and outcome: its plan (the whole query again), leaves and
+        snapshots are not copied out; one it will not merge has them read in a second trip."""
+        if not (self.actions.available and self.dumper.available):
             return None  # without the Java helpers nothing is read (logged once when they failed to compile)
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
-        plan = query_execution.optimizedPlan()
-        root_class = jvm.simple_class(plan)
-        query_execution_id = int(query_execution.id())
-        write = self.writes.describe(query_execution)
+        action = self.actions.describe(query_execution, self.dumper)
+        write = self.actions.write_of(action)
         if write is None and not self.dedupe.emit_reads:
             return None
-        merged = write is not None and self.dedupe.merges(write.command, query_execution_id, write.target)
+        merged = write is not None and self.dedupe.merges(write.command, action.query_execution_id, write.target)
         leaves: Mapping[int, RelationInfo] = {}
         cached_plans: Mapping[int, str] = {}
         input_snapshots: Mapping[int, Snapshot] = {}
         input_partitions: Mapping[int, Partitions] = {}
         plan_json = ""
         if not merged:
-            leaves, cached_plans, input_snapshots, plan_json = self._read_plan(plan)
+            described = action.plan if action.plan is not None else self.dumper.describe(query_execution.optimizedPlan())
+            leaves, cached_plans, input_snapshots, plan_json = self._read_plan(described)
             if write is None and not leaves:
                 return None
             input_partitions = jvm.guarded({}, self.scanned_partitions.read, query_execution, leaves)
         duration = int(duration_ns or 0)
         written_since = end_time - timedelta(microseconds=duration // 1000)
         error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)
-        wrapped_by, micro_batch = self._tags(query_execution)
+        wrapped_by, micro_batch = self._tags(action.tags)
         capture = Capture(
             func_name=str(func_name),
-            query_execution_id=query_execution_id,
+            query_execution_id=action.query_execution_id,
             end_time=end_time,
             duration_ns=duration,
             plan_json=plan_json,
             succeeded=exception is None,
             error_message=error_message,
             error_stack=error_stack,
-            root_class=root_class,
+            root_class=action.root_class,
             leaves=leaves,
             cached_plan_jsons=cached_plans,
             write=write,
@@ -130,17 +131,28 @@ class BatchListener:
         self.extraction_ms.append(extraction_ms)
         return evolve(capture, extraction_ms=extraction_ms)
 
-    def _read_plan(self, plan: Any) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Snapshot], str]:
+    def _read_plan(
+        self, described: described_json.DescribedPlan
+    ) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Snapshot], str]:
         """Every leaf relation keyed by leaf_key, the plans cached DataFrames hold, the snapshot
-        of every input, and the plan's JSON, in one helper round trip (plus listings where
-        Spark's file index did not already list the files)."""
-        described = self.dumper.describe(plan)
+        of every input, and the plan's JSON, from the helper's description of the plan (plus
+        listings where Spark's file index did not already list the files)."""
         leaves, cached_plans = described_json.described_leaves(described)
         input_snapshots: dict[int, Snapshot] = {}
+        by_listing: dict[tuple[Any, ...], Snapshot | None] = {}  # a table read several times is listed once
         for description in described.leaves:
             key = description.get("key")
             if key in leaves and key not in input_snapshots and description.get("relation") == "HadoopFsRelation":
-                snapshot = jvm.guarded(None, files.described_input_snapshot, self.gateway, self.hadoop_conf, description)
+                listing = (
+                    description.get("location") if description.get("table") else None,
+                    tuple(description.get("paths", ())),
+                    description.get("files"),
+                )
+                if listing not in by_listing:
+                    by_listing[listing] = jvm.guarded(
+                        None, files.described_input_snapshot, self.gateway, self.hadoop_conf, description
+                    )
+                snapshot = by_listing[listing]
                 if snapshot is not None:
                     input_snapshots[key] = snapshot
         for key, relation in leaves.items():  # Hive and V2 tables, Delta, listing failures
@@ -157,12 +169,11 @@ class BatchListener:
         since_ms = int(written_since.timestamp() * 1000)
         return jvm.guarded(None, files.relation_snapshot, self.gateway, self.hadoop_conf, write.target, since_ms, True)
 
-    def _tags(self, query_execution: Any) -> tuple[str | None, MicroBatchTag | None]:
+    def _tags(self, tags: str | None) -> tuple[str | None, MicroBatchTag | None]:
         """The class of the command this action ran nested in (a CTAS's data write), and the
-        micro-batch it ran in (foreachBatch), from the JVM tagger in one call."""
+        micro-batch it ran in (foreachBatch), from the JVM tagger's tags (`tagsOf`)."""
         if self.tagger is None:
             return None, None
-        tags = jvm.guarded(None, self.tagger.tagsOf, query_execution)
         node_name, _, description = str(tags or "").partition("\0")
         wrapper = node_name.rsplit(" ", 1)[-1] if node_name else None
         return wrapper, described_json.parse_batch_description(description) if description else None

@@ -6,6 +6,9 @@ each, one extraction path per fact.
   by `java/SparkLineageRelations.java`).
 - `WriteDescriber.describe`: the write an action ran, with its executed metrics
   (`java/SparkLineageWrites.java`, the one list of the write commands the emitter knows).
+- `ActionDescriber.describe`: what the batch listener needs of one callback in one round trip:
+  the plan's class, the QueryExecution id, the micro-batch tagger's tags, the write, and the
+  plan's description when needed (`java/SparkLineageActions.java`, over the two above).
 
 Their JSON is parsed by `emitter.described` (pure). The helpers are compiled by Janino, which
 Spark ships for its own code generation (`emitter.listener.janino`); when they cannot be had
@@ -17,11 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from emitter.capture import WriteInfo
-from emitter.described import DescribedPlan, described_write, parse_described_plan
+from emitter.described import DescribedAction, DescribedPlan, described_write, parse_described_action, parse_described_plan
 from emitter.listener import janino
 from emitter.naming import NAMING_OPTIONS
 
@@ -29,6 +32,7 @@ log = logging.getLogger(__name__)
 
 DUMPER_CLASS = "SparkLineagePlanDumper"
 WRITES_CLASS = "SparkLineageWrites"
+ACTIONS_CLASS = "SparkLineageActions"
 NAMING_KEYS = ",".join(sorted(NAMING_OPTIONS))
 
 
@@ -88,6 +92,45 @@ class WriteDescriber:
             log.warning("OpenLineage: the write %s was not described (%s)", description["command"], description["error"])
             return None
         return described_write(description)
+
+
+class ActionDescriber:
+    """One callback's action out of the JVM in one round trip (`java/SparkLineageActions.java`):
+    its plan's class, its QueryExecution id, the tagger's tags, its write, and the plan's
+    description where the listener needs it (a write that is no wrapper command; a read when
+    reads are emitted), written by the listener's `PlanDumper` of the moment."""
+
+    def __init__(self, gateway: Any, writes: WriteDescriber, tagger: Any, wrappers: Iterable[str], emit_reads: bool) -> None:
+        self.helper: Any = janino.optional_instance(gateway, ACTIONS_CLASS, "actions are not captured")
+        if self.helper is not None:
+            self.helper.setHelpers(writes.helper, tagger)
+            self.helper.setWrappers(",".join(sorted(wrappers)))
+            self.helper.setEmitReads(emit_reads)
+
+    @property
+    def available(self) -> bool:
+        return self.helper is not None
+
+    def describe(self, query_execution: Any, dumper: PlanDumper) -> DescribedAction:
+        """The action; its `write` is None when it writes nothing or the helper failed on the
+        write (logged), its `plan` None when the helper was not to describe it."""
+        if self.helper is None or dumper.helper is None:
+            raise janino.HelperUnavailable(ACTIONS_CLASS)
+        action = parse_described_action(str(janino.read_result(self.helper.describe(query_execution, dumper.helper))))
+        if action.plan is not None:
+            for error in action.plan.errors:
+                log.warning("OpenLineage: a leaf of the plan was not described (%s)", error)
+        return action
+
+    @staticmethod
+    def write_of(action: DescribedAction) -> WriteInfo | None:
+        """The action's WriteInfo; None when it writes nothing or the helper failed on it (logged)."""
+        if action.write is None:
+            return None
+        if "error" in action.write:
+            log.warning("OpenLineage: the write %s was not described (%s)", action.write["command"], action.write["error"])
+            return None
+        return described_write(action.write)
 
 
 # scala collection helpers ----------------------------------------------------------------

@@ -4,6 +4,7 @@ events of in-process writes (faster than a child process per case)."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -394,3 +395,53 @@ def test_every_java_helper_compiles_and_instantiates(spark):
     assert len(names) >= 7
     for name in names:
         assert loader.loadClass(name).newInstance() is not None, name
+
+
+def test_each_callback_of_a_ctas_costs_one_jvm_round_trip(spark, tmp_path: Path):
+    """The listener bus waits while a callback runs, and every py4j call is a round trip between
+    two processes: the listener copies an action out in one helper call. A CTAS gives two
+    callbacks, its nested data write (with the plan) and its wrapper (merged into it): one each."""
+    events_path = tmp_path / "events.jsonl"
+    spark.range(3).write.parquet(str(tmp_path / "source"))
+    spark.sql(f"CREATE TABLE round_trip_source USING parquet LOCATION '{tmp_path / 'source'}'")
+    attachment = emitter.attach(spark, {"transport": {"type": "file", "log_file_path": str(events_path), "append": True}})
+    assert attachment is not None
+    listener = attachment.listener
+    original = listener.capture
+    round_trips: list[tuple[str, list[str]]] = []
+
+    def capture(func_name, query_execution, duration_ns, exception):
+        client = listener.gateway._gateway_client
+        listener_bus = threading.current_thread()
+        calls: list[str] = []
+        send_command = client.send_command
+
+        def counted(command, *args, **kwargs):
+            if threading.current_thread() is listener_bus:  # not the test's own calls meanwhile
+                calls.append(" ".join(command.split("\n")[:3]))
+            return send_command(command, *args, **kwargs)
+
+        client.send_command = counted
+        try:
+            captured = original(func_name, query_execution, duration_ns, exception)
+        finally:
+            del client.send_command  # the class's method again
+        if captured is not None:
+            round_trips.append((captured.write.command if captured.write else func_name, calls))
+        return captured
+
+    listener.capture = capture
+    try:
+        spark.sql("CREATE TABLE round_trip_ctas USING parquet AS SELECT id * 2 AS twice FROM round_trip_source")
+        wait_for_listeners(spark)
+    finally:
+        listener_module.close_session(spark)
+        spark.sql("DROP TABLE IF EXISTS round_trip_ctas")
+        spark.sql("DROP TABLE IF EXISTS round_trip_source")
+    assert [(command, len(calls)) for command, calls in round_trips] == [
+        ("InsertIntoHadoopFsRelationCommand", 1),
+        ("CreateDataSourceTableAsSelectCommand", 1),
+    ], round_trips
+    runs = [event for event in read_events(events_path) if event["job"]["name"].endswith("round_trip_ctas")]
+    assert [event["eventType"] for event in runs] == ["START", "COMPLETE"], "the wrapper merged into its nested write"
+    assert runs[-1]["outputs"][0]["facets"]["columnLineage"]["fields"]["twice"]["inputFields"][0]["field"] == "id"

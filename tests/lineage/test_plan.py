@@ -78,3 +78,34 @@ def test_rejects_truncated_and_trailing_nodes() -> None:
         parse_plan(items[:-1])
     with pytest.raises(PlanError, match="trailing"):
         parse_plan(items + items[-1:])
+
+
+def test_a_leaf_reads_its_output_from_the_json_and_still_parses_it_when_asked() -> None:
+    """A leaf relation's output (every column of its table) becomes its attributes straight from
+    the JSON; its `output` field is parsed into expressions only when something reads it, and
+    then reads as it would have been parsed when the node was built."""
+    leaf = next(node for node in parse_plan(load_case("join_filter")["plan"]).walk() if node.cls == "LogicalRelation")
+    assert "output" in leaf.exprs and "output" in list(leaf.exprs) and len(leaf.exprs) == len(list(leaf.exprs))
+    parsed = leaf.exprs["output"]
+    assert [expr.cls for expr in parsed] == ["AttributeReference"] * len(leaf.output)
+    assert tuple(expr.attribute() for expr in parsed) == leaf.output
+    assert leaf.exprs.get("output") is parsed and leaf.expr_list("output") == parsed
+    assert leaf.exprs.get("no such field", "default") == "default"
+    with pytest.raises(KeyError):
+        leaf.exprs["no such field"]
+
+
+def test_the_plan_model_is_the_same_built_backwards_or_in_order() -> None:
+    """Well-formed lists are built in one backward pass; the in-order reader (kept for the error
+    messages and for field lists of several trees) builds the same model."""
+    from emitter import plan
+
+    items = load_case("scalar_subquery")["plan"]
+    backwards = parse_plan(items)
+    in_order, consumed = plan._build_tree(items, 0, plan._make_node)
+    assert consumed == len(items)
+
+    def shape(node: plan.Node) -> list[object]:
+        return [(n.cls, n.output, repr(sorted(n.exprs)), [repr(e) for e in n.expr_list("projectList")]) for n in node.walk()]
+
+    assert shape(backwards) == shape(in_order)

@@ -35,6 +35,7 @@ public class SparkLineageCompactPlan {
   static Class catalogTableClass;
   static Class partitioningClass;
   static Class attributeClass;
+  static Class attributeReferenceClass;
   static java.lang.reflect.Method parameterNames;
   static java.lang.reflect.Method productElementNames;  // Scala 2.13's Product.productElementNames
 
@@ -63,6 +64,7 @@ public class SparkLineageCompactPlan {
     parameterNames = Class.forName("org.apache.spark.sql.catalyst.ScalaReflection", true, loader)
         .getMethod("getConstructorParameterNames", new Class[] {Class.class});
     attributeClass = Class.forName("org.apache.spark.sql.catalyst.expressions.Attribute", false, loader);
+    attributeReferenceClass = Class.forName("org.apache.spark.sql.catalyst.expressions.AttributeReference", false, loader);
     try {
       productElementNames = scala.Product.class.getMethod("productElementNames", new Class[0]);
     } catch (NoSuchMethodException scala212) { }
@@ -150,6 +152,10 @@ public class SparkLineageCompactPlan {
   }
 
   void node(org.apache.spark.sql.catalyst.trees.TreeNode node, java.util.List children) throws Exception {
+    if (node.getClass() == attributeReferenceClass) {  // most nodes of a plan: written directly, as below would
+      attributeReference((org.apache.spark.sql.catalyst.expressions.AttributeReference) node);
+      return;
+    }
     out.append("{\"class\":");
     str(node.getClass().getName());
     out.append(",\"num-children\":").append(children.size());
@@ -187,6 +193,18 @@ public class SparkLineageCompactPlan {
       }
     }
     out.append('}');
+  }
+
+  // what node() writes for an AttributeReference (constructor fields name, dataType, nullable,
+  // metadata, then exprId, qualifier; nullable, metadata and qualifier left out), without reflection
+  void attributeReference(org.apache.spark.sql.catalyst.expressions.AttributeReference attribute) throws Exception {
+    out.append("{\"class\":");
+    str(attributeReferenceClass.getName());
+    out.append(",\"num-children\":0,\"name\":");
+    str(attribute.name());
+    out.append(",\"dataType\":");
+    dataType(attribute.dataType());
+    out.append(",\"exprId\":{\"id\":").append(attribute.exprId().id()).append("}}");
   }
 
   static boolean allChildren(java.util.List children, scala.collection.Seq seq) {

@@ -29,9 +29,15 @@ public class SparkLineagePlanDumper {
   }
 
   public String describe(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan) throws Exception {
+    return SparkLineageResult.of(describeText(plan));
+  }
+
+  // describe()'s text itself (never a file reference)
+  String describeText(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan) throws Exception {
     StringBuilder b = new StringBuilder("[");
     java.util.List pending = new java.util.ArrayList();  // the plan, then each cached plan
     java.util.Map cachedIndex = new java.util.HashMap();  // InMemoryRelation key -> index in pending - 1
+    Described described = new Described();  // what leaves over the same table share, written once
     pending.add(plan);
     boolean first = true;
     for (int next = 0; next < pending.size(); next++) {
@@ -45,7 +51,7 @@ public class SparkLineagePlanDumper {
         while (leaves.hasNext()) {
           if (!first) b.append(',');
           first = false;
-          guardedLeaf(b, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.next(), pending, cachedIndex);
+          guardedLeaf(b, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.next(), pending, cachedIndex, described);
         }
       }
     }
@@ -53,13 +59,32 @@ public class SparkLineagePlanDumper {
     for (int i = 1; i < pending.size(); i++) {
       b.append('\n').append(planJson((org.apache.spark.sql.catalyst.trees.TreeNode) pending.get(i)));
     }
-    return SparkLineageResult.of(b.toString());
+    return b.toString();
   }
 
-  void guardedLeaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf, java.util.List pending, java.util.Map cachedIndex) {
+  // A query reads a table as often as it names it: each LogicalRelation is a copy of the catalog's
+  // cached one (new attributes, the same relation and file index). Within one describe(), a
+  // schema's JSON is written once per distinct schema, and a relation's description (and the
+  // files its index lists) once per relation object.
+  static class Described {
+    java.util.Map schemas = new java.util.HashMap();  // StructType -> its JSON
+    java.util.Map relations = new java.util.IdentityHashMap();  // relation -> {catalog table or null, fields}
+
+    String schema(org.apache.spark.sql.types.StructType schema) {
+      String json = (String) schemas.get(schema);
+      if (json == null) {
+        json = schema.json();
+        schemas.put(schema, json);
+      }
+      return json;
+    }
+  }
+
+  void guardedLeaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf, java.util.List pending, java.util.Map cachedIndex,
+      Described described) {
     int mark = b.length();
     try {
-      leaf(b, leaf, pending, cachedIndex);
+      leaf(b, leaf, pending, cachedIndex, described);
     } catch (Throwable error) {
       b.setLength(mark);
       b.append("{\"class\":");
@@ -78,19 +103,29 @@ public class SparkLineagePlanDumper {
     return Long.valueOf(first.exprId().id());
   }
 
-  void leaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf, java.util.List pending, java.util.Map cachedIndex)
-      throws Exception {
+  void leaf(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf, java.util.List pending, java.util.Map cachedIndex,
+      Described described) throws Exception {
     String leafClass = leaf.getClass().getSimpleName();
     b.append("{\"class\":");
     SparkLineageResult.jsonString(b, leafClass);
     Long key = key(leaf);
     if (key != null) b.append(",\"key\":").append(key.longValue());
-    b.append(",\"schema\":").append(leaf.schema().json());
+    b.append(",\"schema\":").append(described.schema(leaf.schema()));
     if (leaf instanceof org.apache.spark.sql.execution.datasources.LogicalRelation) {
       org.apache.spark.sql.execution.datasources.LogicalRelation logical = (org.apache.spark.sql.execution.datasources.LogicalRelation) leaf;
-      SparkLineageRelations.logicalRelation(b, logical, namingKeys);
-      if (logical.relation() instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
-        files(b, ((org.apache.spark.sql.execution.datasources.HadoopFsRelation) logical.relation()).location());
+      Object relation = logical.relation();
+      Object table = logical.catalogTable().isDefined() ? logical.catalogTable().get() : null;
+      Object[] seen = (Object[]) described.relations.get(relation);
+      if (seen != null && seen[0] == table) {
+        b.append((String) seen[1]);
+      } else {
+        StringBuilder fields = new StringBuilder();
+        SparkLineageRelations.logicalRelation(fields, logical, namingKeys);
+        if (relation instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
+          files(fields, ((org.apache.spark.sql.execution.datasources.HadoopFsRelation) relation).location());
+        }
+        described.relations.put(relation, new Object[] {table, fields.toString()});
+        b.append(fields);
       }
     } else if (leafClass.equals("HiveTableRelation")) {
       SparkLineageRelations.catalogTable(b, SparkLineageRelations.call(leaf, "tableMeta"));

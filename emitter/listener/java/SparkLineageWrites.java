@@ -25,7 +25,11 @@ public class SparkLineageWrites {
   public void setNamingKeys(String keys) { this.namingKeys = keys.length() == 0 ? new String[0] : keys.split(","); }
 
   public String describe(Object queryExecution) throws Exception {
-    Object root = call(queryExecution, "optimizedPlan");
+    return SparkLineageResult.of(describeText(queryExecution, call(queryExecution, "optimizedPlan")));
+  }
+
+  // the description's JSON (never a file reference), null when the action writes nothing
+  String describeText(Object queryExecution, Object root) throws Exception {
     String command = root.getClass().getSimpleName();
     if (!isWrite(command)) return null;
     StringBuilder b = new StringBuilder("{\"command\":");
@@ -41,7 +45,7 @@ public class SparkLineageWrites {
       b.append(",\"error\":");
       SparkLineageResult.jsonString(b, String.valueOf(error));
     }
-    return SparkLineageResult.of(b.append('}').toString());
+    return b.append('}').toString();
   }
 
   static boolean isWrite(String command) {

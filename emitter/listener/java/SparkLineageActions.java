@@ -1,0 +1,49 @@
+// Everything the batch listener copies out of one QueryExecutionListener callback, in ONE round
+// trip (each py4j call is a round trip between two processes, several times dearer when the
+// machine is busy): describe(queryExecution, dumper) returns a JSON header line
+//   {"root": the optimized plan's class, "id": the QueryExecution's id,
+//    "tags": SparkLineageMicroBatchTags.tagsOf (absent without a tagger),
+//    "write": SparkLineageWrites' description, or null when the action writes nothing}
+// and, when the listener will need them, SparkLineagePlanDumper's description of the plan on the
+// lines after it (its leaves, its JSON, the plans cached DataFrames hold): for a write that is
+// not a wrapper command (setWrappers; a wrapper's nested write already carries them, and the
+// listener asks for a wrapper's plan itself when it has no nested write to merge it into), and
+// for an action that writes nothing when reads are emitted (setEmitReads).
+public class SparkLineageActions {
+  SparkLineageWrites writes;
+  Object tagger;  // a SparkLineageMicroBatchTags, or null
+  java.util.Set wrappers = new java.util.HashSet();
+  boolean emitReads = false;
+
+  public void setHelpers(Object writes, Object tagger) {
+    this.writes = (SparkLineageWrites) writes;
+    this.tagger = tagger;
+  }
+
+  // the wrapper commands' class names, comma separated (emitter.dedupe.WRAPPER_COMMANDS)
+  public void setWrappers(String commands) {
+    wrappers = new java.util.HashSet(java.util.Arrays.asList(commands.split(",")));
+  }
+
+  public void setEmitReads(boolean emitReads) { this.emitReads = emitReads; }
+
+  public String describe(Object queryExecution, Object dumper) throws Exception {
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
+        (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) SparkLineageRelations.call(queryExecution, "optimizedPlan");
+    String root = plan.getClass().getSimpleName();
+    StringBuilder b = new StringBuilder("{\"root\":");
+    SparkLineageResult.jsonString(b, root);
+    b.append(",\"id\":").append(SparkLineageRelations.call(queryExecution, "id"));
+    if (tagger != null) {
+      String tags = "";
+      try { tags = ((SparkLineageMicroBatchTags) tagger).tagsOf(queryExecution); } catch (Exception untagged) { }
+      b.append(",\"tags\":");
+      SparkLineageResult.jsonString(b, tags);
+    }
+    String write = writes.describeText(queryExecution, plan);
+    b.append(",\"write\":").append(write == null ? "null" : write).append('}');
+    boolean withPlan = write == null ? emitReads : !wrappers.contains(root);
+    if (withPlan) b.append('\n').append(((SparkLineagePlanDumper) dumper).describeText(plan));
+    return SparkLineageResult.of(b.toString());
+  }
+}
