@@ -64,17 +64,11 @@ class Expr(NamedTuple):
 
     def attribute(self) -> Attribute | None:
         """The attribute this expression declares (AttributeReference, Alias...), if any."""
-        fields = self.fields
-        expr_id = fields.get("exprId")
-        expr_id = expr_id.get("id") if isinstance(expr_id, dict) else None
-        name = fields.get("name")
-        if not isinstance(expr_id, int) or not isinstance(name, str):
-            return None
         if self.cls == "Alias":
             data_type = self.children[0].fields.get("dataType") if self.children else None
         else:
-            data_type = fields.get("dataType")
-        return Attribute(expr_id, name, data_type if isinstance(data_type, str) else render_type(data_type))
+            data_type = self.fields.get("dataType")
+        return _declared_attribute(self.fields, data_type)
 
     def field_expr(self, name: str) -> Any:
         """A field of this expression parsed into Expr/Node trees (fields are kept raw)."""
@@ -381,13 +375,21 @@ def _flat_attributes(value: list[list[dict[str, Any]]]) -> tuple[Attribute, ...]
     """The attributes a flat attribute list (`_is_flat_attribute_list`) declares, from its JSON."""
     found = []
     for (item,) in value:
-        expr_id = item.get("exprId")
-        expr_id = expr_id.get("id") if isinstance(expr_id, dict) else None
-        name = item.get("name")
-        if isinstance(expr_id, int) and isinstance(name, str):
-            data_type = None if simple_class(item["class"]) == "Alias" else item.get("dataType")
-            found.append(Attribute(expr_id, name, data_type if isinstance(data_type, str) else render_type(data_type)))
+        attribute = _declared_attribute(item, None if simple_class(item["class"]) == "Alias" else item.get("dataType"))
+        if attribute:
+            found.append(attribute)
     return tuple(found)
+
+
+def _declared_attribute(fields: Mapping[str, Any], data_type: Any) -> Attribute | None:
+    """The attribute an expression's JSON fields declare (its exprId and name), of `data_type`
+    (rendered unless it is a type name already); None when they declare none."""
+    expr_id = fields.get("exprId")
+    expr_id = expr_id.get("id") if isinstance(expr_id, dict) else None
+    name = fields.get("name")
+    if not isinstance(expr_id, int) or not isinstance(name, str):
+        return None
+    return Attribute(expr_id, name, data_type if isinstance(data_type, str) else render_type(data_type))
 
 
 def _attributes(values: Any) -> tuple[Attribute, ...]:

@@ -49,8 +49,7 @@ class BatchListener:
         self, gateway: Any, dedupe: WrapperDedupe, sink: ActionSink, hadoop_conf: Any = None, tagger: Any = None
     ) -> None:
         self.dumper = jvm.PlanDumper(gateway)
-        self.writes = jvm.WriteDescriber(gateway)
-        self.actions = jvm.ActionDescriber(gateway, self.writes, tagger, WRAPPER_COMMANDS, dedupe.emit_reads)
+        self.actions = jvm.ActionDescriber(gateway, jvm.WriteDescriber(gateway), tagger, WRAPPER_COMMANDS, dedupe.emit_reads)
         self.scanned_partitions = ScannedPartitions(gateway)
         self.gateway = gateway
         self.dedupe = dedupe  # called on Spark's listener bus thread only

@@ -4,11 +4,11 @@ each, one extraction path per fact.
 - `PlanDumper.describe`: every leaf of a plan (and its subqueries, and the plans cached
   DataFrames hold) and the plan's JSON (`java/SparkLineagePlanDumper.java`, relations described
   by `java/SparkLineageRelations.java`).
-- `WriteDescriber.describe`: the write an action ran, with its executed metrics
-  (`java/SparkLineageWrites.java`, the one list of the write commands the emitter knows).
 - `ActionDescriber.describe`: what the batch listener needs of one callback in one round trip:
-  the plan's class, the QueryExecution id, the micro-batch tagger's tags, the write, and the
-  plan's description when needed (`java/SparkLineageActions.java`, over the two above).
+  the plan's class, the QueryExecution id, the micro-batch tagger's tags, the write an action ran
+  with its executed metrics (`java/SparkLineageWrites.java`, configured by `WriteDescriber`: the
+  one list of the write commands the emitter knows), and the plan's description when needed
+  (`java/SparkLineageActions.java`, over the dumper and the writes).
 
 Their JSON is parsed by `emitter.described` (pure). The helpers are compiled by Janino, which
 Spark ships for its own code generation (`emitter.listener.janino`); when they cannot be had
@@ -18,7 +18,6 @@ Of data source options only the keys that name a dataset (`naming.NAMING_OPTIONS
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -62,36 +61,16 @@ class PlanDumper:
         round trip; a leaf the helper failed on carries an `error` (`DescribedPlan.errors`)."""
         if self.helper is None:
             raise janino.HelperUnavailable(DUMPER_CLASS)
-        described = parse_described_plan(str(janino.read_result(self.helper.describe(plan))))
-        for error in described.errors:
-            log.warning("OpenLineage: a leaf of the plan was not described (%s)", error)
-        return described
+        return _warned(parse_described_plan(str(janino.read_result(self.helper.describe(plan)))))
 
 
 class WriteDescriber:
-    """The write an action ran, with its executed metrics, in one call of `java/SparkLineageWrites.java`."""
+    """`java/SparkLineageWrites.java`, configured: `ActionDescriber` asks it for an action's write."""
 
     def __init__(self, gateway: Any) -> None:
         self.helper: Any = janino.optional_instance(gateway, WRITES_CLASS, "actions are not captured")
         if self.helper is not None:
             self.helper.setNamingKeys(NAMING_KEYS)
-
-    @property
-    def available(self) -> bool:
-        return self.helper is not None
-
-    def describe(self, query_execution: Any) -> WriteInfo | None:
-        """The write; None when the action writes nothing (or the helper failed on it: logged)."""
-        if self.helper is None:
-            raise janino.HelperUnavailable(WRITES_CLASS)
-        text = janino.read_result(self.helper.describe(query_execution))
-        if text is None:
-            return None
-        description = json.loads(text)
-        if "error" in description:
-            log.warning("OpenLineage: the write %s was not described (%s)", description["command"], description["error"])
-            return None
-        return described_write(description)
 
 
 class ActionDescriber:
@@ -118,8 +97,7 @@ class ActionDescriber:
             raise janino.HelperUnavailable(ACTIONS_CLASS)
         action = parse_described_action(str(janino.read_result(self.helper.describe(query_execution, dumper.helper))))
         if action.plan is not None:
-            for error in action.plan.errors:
-                log.warning("OpenLineage: a leaf of the plan was not described (%s)", error)
+            _warned(action.plan)
         return action
 
     @staticmethod
@@ -131,6 +109,13 @@ class ActionDescriber:
             log.warning("OpenLineage: the write %s was not described (%s)", action.write["command"], action.write["error"])
             return None
         return described_write(action.write)
+
+
+def _warned(described: DescribedPlan) -> DescribedPlan:
+    """`described`, each leaf the helper failed on logged."""
+    for error in described.errors:
+        log.warning("OpenLineage: a leaf of the plan was not described (%s)", error)
+    return described
 
 
 # scala collection helpers ----------------------------------------------------------------

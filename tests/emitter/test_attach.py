@@ -13,6 +13,7 @@ import emitter
 from emitter import described as described_json
 from emitter import listener as listener_module
 from emitter.capture import TableRef
+from emitter.dedupe import WRAPPER_COMMANDS
 from emitter.listener import jvm
 from tests.lineage.helpers import without_unread_parts
 from tests.support.spark import read_events, wait_for_listeners
@@ -269,12 +270,12 @@ class _WriteRecorder:
     class Java:
         implements = ["org.apache.spark.sql.util.QueryExecutionListener"]
 
-    def __init__(self, describer: jvm.WriteDescriber) -> None:
-        self.describer = describer
+    def __init__(self, describer: jvm.ActionDescriber, dumper: jvm.PlanDumper) -> None:
+        self.describer, self.dumper = describer, dumper
         self.writes: list[object] = []
 
     def onSuccess(self, func_name: str, query_execution, duration_ns: int) -> None:
-        described = self.describer.describe(query_execution)
+        described = self.describer.write_of(self.describer.describe(query_execution, self.dumper))
         if described is not None:
             self.writes.append(described)
 
@@ -286,7 +287,8 @@ def test_the_write_helper_describes_each_kind_of_write(spark, tmp_path: Path, de
     from pyspark.java_gateway import ensure_callback_server_started
 
     gateway = spark.sparkContext._gateway
-    recorder = _WriteRecorder(jvm.WriteDescriber(gateway))
+    describer = jvm.ActionDescriber(gateway, jvm.WriteDescriber(gateway), None, WRAPPER_COMMANDS, emit_reads=False)
+    recorder = _WriteRecorder(describer, jvm.PlanDumper(gateway))
     assert recorder.describer.helper is not None, "Janino compiled the write helper"
     ensure_callback_server_started(gateway)
     manager = spark._jsparkSession.listenerManager()

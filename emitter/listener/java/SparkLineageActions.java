@@ -40,7 +40,7 @@ public class SparkLineageActions {
       b.append(",\"tags\":");
       SparkLineageResult.jsonString(b, tags);
     }
-    String write = writes.describeText(queryExecution, plan);
+    String write = writes.describe(queryExecution, plan);
     b.append(",\"write\":").append(write == null ? "null" : write).append('}');
     boolean withPlan = write == null ? emitReads : !wrappers.contains(root);
     if (withPlan) b.append('\n').append(((SparkLineagePlanDumper) dumper).describeText(plan));

@@ -1,5 +1,5 @@
-// The write an action ran, in one round trip: describe(queryExecution) returns one JSON object with
-// the root command's class, its target, save mode, output column names, the schema written and
+// The write an action ran: describe(queryExecution, optimizedPlan), called by SparkLineageActions
+// within its one round trip, returns one JSON object with the root command's class, its target, save mode, output column names, the schema written and
 // the rows, bytes and files the executed plan counted; null when the action writes nothing.
 // The target, by command:
 //   - InsertIntoHadoopFsRelationCommand: output path, format, the catalog table's identifier;
@@ -24,12 +24,8 @@ public class SparkLineageWrites {
   // the data source option keys that name a dataset, comma separated (emitter.naming.NAMING_OPTIONS)
   public void setNamingKeys(String keys) { this.namingKeys = keys.length() == 0 ? new String[0] : keys.split(","); }
 
-  public String describe(Object queryExecution) throws Exception {
-    return SparkLineageResult.of(describeText(queryExecution, call(queryExecution, "optimizedPlan")));
-  }
-
   // the description's JSON (never a file reference), null when the action writes nothing
-  String describeText(Object queryExecution, Object root) throws Exception {
+  String describe(Object queryExecution, Object root) throws Exception {
     String command = root.getClass().getSimpleName();
     if (!isWrite(command)) return null;
     StringBuilder b = new StringBuilder("{\"command\":");
