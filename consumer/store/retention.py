@@ -29,14 +29,14 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, exists, func, select, text
 
-from consumer.store.rows import CONTENTS_LOCK, TERMINAL_STATES, lock_id
+from consumer.store.rows import CONTENTS_LOCK, lock_id
 from consumer.store.schema import (
     dataset_version_contents,
     dataset_versions,
     datasets,
     job_versions,
     jobs,
-    latest_run_id,
+    latest_run,
     lineage_events,
     namespaces,
     partition_lineage,
@@ -151,14 +151,12 @@ def _kept_runs(connection: Connection, run_ids: Sequence[int], job_ids: Sequence
     if not run_ids:
         return set()
     kept: set[int] = set()
-
-    def latest(finished: bool) -> Any:
-        query = select(runs.c.id).where(runs.c.job_id == jobs.c.id, runs.c.job_version_id.is_not(None))
-        if finished:
-            query = query.where(runs.c.state.in_(sorted(TERMINAL_STATES)))
-        return query.order_by(runs.c.created_at.desc(), runs.c.uuid.desc()).limit(1).scalar_subquery()
-
-    for row in connection.execute(select(latest_run_id(jobs.c.id), latest(True), latest(False)).where(jobs.c.id.in_(job_ids))):
+    latest = (
+        latest_run(jobs.c.id),
+        latest_run(jobs.c.id, versioned=True, finished=True),
+        latest_run(jobs.c.id, versioned=True),
+    )
+    for row in connection.execute(select(*latest).where(jobs.c.id.in_(job_ids))):
         kept.update(run_id for run_id in row if run_id is not None)
     uuids = dict(connection.execute(select(runs.c.uuid, runs.c.id).where(runs.c.id.in_(run_ids))).all())
     parents = connection.execute(select(runs.c.parent_run_uuid).distinct().where(runs.c.parent_run_uuid.in_(sorted(uuids))))

@@ -37,6 +37,7 @@ from sqlalchemy.engine import Dialect
 
 from consumer import json_codec
 from consumer.store.compressed_text import compress_facets, decompress_facets
+from consumer.store.rows import TERMINAL_STATES
 
 # Integer primary keys: BIGINT on PostgreSQL, INTEGER on SQLite (only INTEGER aliases the rowid).
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -265,14 +266,21 @@ runs = Table(
 )
 
 
-def latest_run_id(job_id: Any) -> Any:
-    """The id of the job's run started last (first event time, ties by run id), as a scalar subquery
-    over `ix_runs_job_created`: stored nowhere, so a new run rewrites no job row to say so. It
-    reads an alias of `runs`, so a query that joins `runs` itself can use it."""
-    latest = runs.alias("latest_run")
+def latest_run(job_id: Any, column: str = "id", *, versioned: bool = False, finished: bool = False) -> Any:
+    """`column` of the job's run started last (first event time, ties by run id), as a scalar
+    subquery over `ix_runs_job_created`; among its runs that ran a job version (`versioned`) and
+    reached a terminal state (`finished`). Stored nowhere, so a new run rewrites no job row to say
+    so. It reads an alias of `runs` of its own, so a query that joins `runs` (or asks for several
+    latest runs) can use it."""
+    latest = runs.alias()
+    conditions = [latest.c.job_id == job_id]
+    if versioned:
+        conditions.append(latest.c.job_version_id.is_not(None))
+    if finished:
+        conditions.append(latest.c.state.in_(sorted(TERMINAL_STATES)))
     return (
-        select(latest.c.id)
-        .where(latest.c.job_id == job_id)
+        select(latest.c[column])
+        .where(*conditions)
         .order_by(latest.c.created_at.desc(), latest.c.uuid.desc())
         .limit(1)
         .correlate_except(latest)

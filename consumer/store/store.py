@@ -28,7 +28,7 @@ from consumer.store.schema import (
     job_io,
     job_versions,
     jobs,
-    latest_run_id,
+    latest_run,
     lineage_events,
     namespaces,
     partition_lineage,
@@ -267,7 +267,7 @@ class Store:
         with self.writing() as connection:
             candidates = connection.execute(
                 select(jobs.c.id, jobs.c.name, jobs.c.last_seen)
-                .join_from(jobs, runs, runs.c.id == latest_run_id(jobs.c.id))
+                .join_from(jobs, runs, runs.c.id == latest_run(jobs.c.id))
                 .where(jobs.c.lineage_retired_at.is_(None), runs.c.state.in_(sorted(TERMINAL_STATES)))
             ).all()
             stale = [row for row in candidates if row.last_seen < cutoff]

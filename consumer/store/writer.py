@@ -59,6 +59,7 @@ from consumer.store.schema import (
     job_io,
     job_versions,
     jobs,
+    latest_run,
     lineage_events,
     namespaces,
     partition_lineage,
@@ -805,17 +806,14 @@ class _BatchWriter:
 
     def _current_versions(self, job_id_list: list[int]) -> list[tuple[int, int | None, int | None]]:
         """(job id, its stored current version, the one it should be) of each job."""
-
-        def latest(finished: bool) -> Any:
-            query = select(runs.c.job_version_id).where(runs.c.job_id == jobs.c.id, runs.c.job_version_id.is_not(None))
-            if finished:
-                query = query.where(runs.c.state.in_(sorted(TERMINAL_STATES)))
-            return query.order_by(runs.c.created_at.desc(), runs.c.uuid.desc()).limit(1).scalar_subquery()
-
+        finished, latest = (
+            latest_run(jobs.c.id, "job_version_id", versioned=True, finished=True),
+            latest_run(jobs.c.id, "job_version_id", versioned=True),
+        )
         found = []
         for chunk in _chunks(job_id_list):
             for row in self.connection.execute(
-                select(jobs.c.id, jobs.c.current_version_id, latest(True), latest(False), jobs.c.declared_version_id).where(
+                select(jobs.c.id, jobs.c.current_version_id, finished, latest, jobs.c.declared_version_id).where(
                     jobs.c.id.in_(chunk)
                 )
             ):

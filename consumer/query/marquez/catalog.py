@@ -98,7 +98,7 @@ def list_jobs(store: Any, namespace: str | None, limit: int, offset: int, last_r
         else:
             order.append(s.namespaces.c.name)
         if last_run_states:
-            query = query.join_from(s.jobs, s.runs, s.runs.c.id == s.latest_run_id(s.jobs.c.id)).where(
+            query = query.join_from(s.jobs, s.runs, s.runs.c.id == s.latest_run(s.jobs.c.id)).where(
                 s.runs.c.state.in_(last_run_states)
             )
         rows = conn.execute(query.order_by(*order).limit(limit).offset(offset)).all()

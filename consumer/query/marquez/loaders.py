@@ -17,7 +17,7 @@ from consumer.store.lookup import existing_dataset_id, present
 
 
 def job_select() -> Select[Any]:
-    return select(s.jobs, s.namespaces.c.name.label("namespace"), s.latest_run_id(s.jobs.c.id).label("latest_run_id")).join(
+    return select(s.jobs, s.namespaces.c.name.label("namespace"), s.latest_run(s.jobs.c.id).label("latest_run_id")).join(
         s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id
     )
 

@@ -3,7 +3,7 @@
 - `run_states` held one row per transition of every run, which no answer read: the transitions
   are the run's raw events (`lineage_events`: `run_uuid`, `event_type`, `event_time`).
 - `jobs.latest_run_id` was rewritten on every job by every batch that ran it: the job's latest run
-  is now looked up when it is asked for (`schema.latest_run_id`, on `ix_runs_job_created`).
+  is now looked up when it is asked for (`schema.latest_run`, on `ix_runs_job_created`).
 
 The downgrade rebuilds both from what is stored: the transitions from the raw events, each job's
 latest run by the same lookup.
