@@ -188,7 +188,7 @@ def _column_edges(conn: Connection, scope: ChangeScope) -> dict[StateKey, dict[s
         .join(in_field, in_field.c.id == cl.c.input_field_id)
         .join(s.jobs, s.jobs.c.id == cl.c.job_id)
         .join(job_ns, job_ns.c.id == s.jobs.c.namespace_id)
-        .where(cl.c.output_dataset_id.in_(sorted(output_ids)) | cl.c.job_id.in_(sorted(job_ids)))
+        .where(cl.c.output_dataset_id.in_(sorted(output_ids)) | s.column_lineage_of_jobs(sorted(job_ids), conn.dialect.name))
     )
     state: dict[StateKey, dict[str, Any]] = {}
     for row in conn.execute(query):

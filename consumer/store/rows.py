@@ -240,8 +240,8 @@ def lineage_content(lineage: LineageFold) -> dict[str, Any]:
     }
 
 
-def _edge_order(edge: list[Any]) -> tuple[Any, ...]:
-    return tuple("" if value is None else value for value in edge)
+def _edge_order(edge: list[Any]) -> list[Any]:
+    return ["" if value is None else value for value in edge]
 
 
 def lineage_from_content(job: JobKey, content: Mapping[str, Any], time: datetime) -> LineageFold:
@@ -321,7 +321,15 @@ def current_rows(
         for out_ns, out_name, out_field, in_ns, in_name, in_field, kind, subtype, description, masking in content["edges"]:
             output_id, input_id = dataset_ids[(out_ns, out_name)], dataset_ids[(in_ns, in_name)]
             output_field_id = None if out_field is None else field_ids[(output_id, out_field)]
-            key = (job_id, output_id, output_field_id, field_ids[(input_id, in_field)], kind, subtype)
+            # sortable as it is: no None (field ids are positive, kind and subtype always strings)
+            key = (
+                job_id,
+                output_id,
+                -1 if output_field_id is None else output_field_id,
+                field_ids[(input_id, in_field)],
+                kind,
+                subtype,
+            )
             known = edge_rows.get(key)
             if known is None or (description or "", bool(masking)) > (
                 known["transformation_description"] or "",
@@ -338,4 +346,4 @@ def current_rows(
                     "transformation_description": description,
                     "masking": bool(masking),
                 }
-    return io_rows, [edge_rows[key] for key in sorted(edge_rows, key=repr)]
+    return io_rows, [edge_rows[key] for key in sorted(edge_rows)]

@@ -10,6 +10,7 @@ compressed: CompressedJson).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -29,6 +30,9 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    and_,
+    func,
+    or_,
     select,
     text,
 )
@@ -364,6 +368,22 @@ column_lineage = Table(
     Index("ix_column_lineage_input_field", "input_field_id"),
     Index("ix_column_lineage_output_dataset", "output_dataset_id"),
 )
+
+
+def column_lineage_of_jobs(job_ids: Sequence[int], dialect: str) -> Any:
+    """The condition on column_lineage rows of these jobs, said so that an index finds them. job_id
+    leads only the two partial unique indexes, and a condition on job_id alone implies neither
+    one's predicate: both databases would scan the whole table. Each arm here implies one of them.
+    For the second, SQLite without statistics would rather read every NULL of
+    ix_column_lineage_output_field; unlikely() (which only tells its planner that few rows are
+    dataset-level, as is true) keeps the term off that index."""
+    c = column_lineage.c
+    of_jobs = c.job_id.in_(job_ids)
+    dataset_level: Any = c.output_field_id.is_(None)
+    if dialect == "sqlite":
+        dataset_level = func.unlikely(dataset_level)
+    return or_(and_(of_jobs, c.output_field_id.is_not(None)), and_(of_jobs, dataset_level))
+
 
 # Data lineage: the snapshot of each dataset a run (or one micro-batch of it) consumed or
 # produced. barrier_id = the micro-batch id for streaming runs, runs.run_seq for batch runs.

@@ -21,6 +21,7 @@ from consumer.store.raw_dictionaries import RawDictionaries, Recompressed
 from consumer.store.rows import TERMINAL_STATES, Folded
 from consumer.store.schema import (
     column_lineage,
+    column_lineage_of_jobs,
     dataset_fields,
     dataset_version_contents,
     dataset_versions,
@@ -239,7 +240,8 @@ class Store:
         with self.writing() as connection:
             job_id_list = self._job_ids(connection, job_name, namespace)
             removed = connection.execute(delete(job_io).where(job_io.c.job_id.in_(job_id_list))).rowcount
-            removed += connection.execute(delete(column_lineage).where(column_lineage.c.job_id.in_(job_id_list))).rowcount
+            of_jobs = column_lineage_of_jobs(job_id_list, connection.dialect.name)
+            removed += connection.execute(delete(column_lineage).where(of_jobs)).rowcount
             connection.execute(update(jobs).where(jobs.c.id.in_(job_id_list)).values(current_version_id=None))
             return removed
 
@@ -275,7 +277,7 @@ class Store:
                 return []
             stale_ids = [row.id for row in stale]
             connection.execute(delete(job_io).where(job_io.c.job_id.in_(stale_ids)))
-            connection.execute(delete(column_lineage).where(column_lineage.c.job_id.in_(stale_ids)))
+            connection.execute(delete(column_lineage).where(column_lineage_of_jobs(stale_ids, connection.dialect.name)))
             connection.execute(update(jobs).where(jobs.c.id.in_(stale_ids)).values(lineage_retired_at=now))
             return [row.name for row in stale]
 

@@ -52,6 +52,7 @@ from consumer.store.rows import (
 )
 from consumer.store.schema import (
     column_lineage,
+    column_lineage_of_jobs,
     dataset_fields,
     dataset_version_contents,
     dataset_versions,
@@ -118,12 +119,19 @@ def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], b
     return merged
 
 
+# The columns of a field a batch merges into, in this order (created_at the earliest).
+_FIELD_VALUES = ("type", "description", "tags", "from_schema", "created_at")
+
+
 class _BatchWriter:
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
         self.dialect = connection.dialect.name
         self.insert: Callable[[Table], Any] = postgresql.insert if self.dialect == "postgresql" else sqlite.insert
         self.now = datetime.now(timezone.utc)
+        # The content of each job version this batch looked up or wrote, by id: the current
+        # lineage written after it need not read back what was just hashed.
+        self.version_content: dict[int, dict[str, Any]] = {}
 
     def many(self, statement: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         execute_many(self.connection, statement, rows)
@@ -208,25 +216,33 @@ class _BatchWriter:
         return self._select_ids(namespaces, [namespaces.c.name], sorted(spans))
 
     def _select_ids(self, table: Table, key_columns: list[Any], keys: Sequence[Any]) -> dict[Any, int]:
-        columns = [table.c.id, *key_columns]
-        return {key: row["id"] for key, row in self._existing(table, key_columns, keys, columns).items()}
+        found: dict[Any, int] = {}
+        wanted = set(keys)
+        for chunk in _chunks(sorted(wanted)):
+            query = select(table.c.id, *key_columns).where(self._key_condition(key_columns, chunk))
+            for row_id, *key in self.connection.execute(query).tuples():
+                natural = key[0] if len(key) == 1 else tuple(key)
+                if natural in wanted:
+                    found[natural] = row_id
+        return found
+
+    @staticmethod
+    def _key_condition(key_columns: list[Any], chunk: Sequence[Any]) -> Any:
+        """Two-column keys are looked up as `a IN (..) AND b IN (..)` and filtered by the caller:
+        PostgreSQL plans row-value IN lists poorly."""
+        if len(key_columns) == 1:
+            return key_columns[0].in_(chunk)
+        return and_(*(column.in_(sorted({key[i] for key in chunk})) for i, column in enumerate(key_columns)))
 
     def _existing(
         self, table: Table, key_columns: list[Any], keys: Sequence[Any], columns: Sequence[Any] | None = None
     ) -> dict[Any, dict[str, Any]]:
-        """Stored rows (`columns`, default all) by natural key. Two-column keys are looked up as
-        `a IN (..) AND b IN (..)` and filtered here: PostgreSQL plans row-value IN lists poorly."""
+        """Stored rows (`columns`, default all) by natural key."""
         found: dict[Any, dict[str, Any]] = {}
         wanted = set(keys)
-        for chunk in _chunks(sorted(wanted, key=repr)):
-            if len(key_columns) == 1:
-                condition = key_columns[0].in_(chunk)
-            else:
-                condition = and_(
-                    *(column.in_(sorted({key[i] for key in chunk}, key=repr)) for i, column in enumerate(key_columns))
-                )
+        for chunk in _chunks(sorted(wanted)):
             query = select(*columns) if columns is not None else select(table)
-            for row in self.connection.execute(query.where(condition)).mappings():
+            for row in self.connection.execute(query.where(self._key_condition(key_columns, chunk))).mappings():
                 key = row[key_columns[0].name] if len(key_columns) == 1 else tuple(row[c.name] for c in key_columns)
                 if key in wanted:
                     found[key] = dict(row)
@@ -331,43 +347,41 @@ class _BatchWriter:
                 row = {"dataset_id": dataset_id, "name": name, "type": type_, "description": description}
                 inserts.append({**row, "tags": tags, "from_schema": from_schema, "created_at": created_at})
                 continue
-            merged = dict(current)
-            merged["created_at"] = min(current["created_at"], created_at)
+            field_id, *values = current
+            merged = list(values)
+            if created_at < merged[4]:
+                merged[4] = created_at
             clock = clocks.get(dataset, {}).get(name)
-            if from_schema and (not current["from_schema"] or clock is None or stamp(updated_at) >= clock):
-                merged.update(type=type_, description=description, from_schema=True)
+            if from_schema and (not merged[3] or clock is None or stamp(updated_at) >= clock):
+                merged[0:2], merged[3] = (type_, description), True
                 if tags is not None:
-                    merged["tags"] = tags
-            if merged != current:
-                updates.append({"field_id": current["id"], **{k: v for k, v in merged.items() if k != "id"}})
+                    merged[2] = tags
+            if merged != values:
+                updates.append(dict(zip(("field_id", *_FIELD_VALUES), (field_id, *merged), strict=True)))
         if inserts:
             statement = self.insert(dataset_fields).on_conflict_do_nothing(index_elements=["dataset_id", "name"])
             # By dataset, each one's in the fold's order (a new dataset's field ids follow its schema).
             self.many(statement, sorted(inserts, key=lambda row: row["dataset_id"]))
         if updates:
-            columns = ("type", "description", "tags", "from_schema", "created_at")
             statement = (
                 update(dataset_fields)
                 .where(dataset_fields.c.id == bindparam("field_id"))
-                .values({column: bindparam(column) for column in columns})
+                .values({column: bindparam(column) for column in _FIELD_VALUES})
             )
-            self.many(
-                statement,
-                [{key: row[key] for key in ("field_id", *columns)} for row in sorted(updates, key=lambda r: r["field_id"])],
-            )
-        if not inserts:
-            return {key: row["id"] for key, row in stored.items()}
-        return self._field_ids(sorted({dataset_ids[field[0]] for field in folded.fields}))
+            self.many(statement, sorted(updates, key=lambda row: row["field_id"]))
+        ids = {key: row[0] for key, row in stored.items()}
+        if inserts:
+            ids.update(self._field_ids(sorted({row["dataset_id"] for row in inserts})))
+        return ids
 
-    def _stored_fields(self, dataset_id_list: list[int]) -> dict[tuple[int, str], dict[str, Any]]:
+    def _stored_fields(self, dataset_id_list: list[int]) -> dict[tuple[int, str], tuple[Any, ...]]:
+        """(id, *_FIELD_VALUES) of every stored field of the datasets, by (dataset id, name)."""
         c = dataset_fields.c
-        columns = (c.id, c.dataset_id, c.name, c.type, c.description, c.tags, c.from_schema, c.created_at)
-        found: dict[tuple[int, str], dict[str, Any]] = {}
+        columns = (c.dataset_id, c.name, c.id, *(c[name] for name in _FIELD_VALUES))
+        found: dict[tuple[int, str], tuple[Any, ...]] = {}
         for chunk in _chunks(dataset_id_list):
-            for row in self.connection.execute(select(*columns).where(c.dataset_id.in_(chunk))).mappings():
-                found[(row["dataset_id"], row["name"])] = {
-                    key: row[key] for key in ("id", "type", "description", "tags", "from_schema", "created_at")
-                }
+            for row in self.connection.execute(select(*columns).where(c.dataset_id.in_(chunk))).tuples():
+                found[(row[0], row[1])] = row[2:]
         return found
 
     def _field_ids(self, dataset_id_list: list[int]) -> dict[tuple[int, str], int]:
@@ -489,7 +503,9 @@ class _BatchWriter:
             content, created_at = wanted[key]
             return {"job_id": key[0], "lineage_hash": key[1], "content": content, "created_at": created_at}
 
-        return self._ids_inserting_missing(job_versions, ["job_id", "lineage_hash"], wanted, row)
+        ids = self._ids_inserting_missing(job_versions, ["job_id", "lineage_hash"], wanted, row)
+        self.version_content.update((ids[key], content) for key, (content, _) in wanted.items())
+        return ids
 
     def _version_times(self, version_ids: Sequence[int]) -> None:
         """A version's created_at is the earliest run that ran it (written only where that changed)."""
@@ -824,17 +840,7 @@ class _BatchWriter:
         self, versions: Mapping[int, int | None], dataset_ids: Mapping[DatasetKey, int], field_ids: Mapping[tuple[int, str], int]
     ) -> None:
         """Replace the jobs' rows of job_io and column_lineage by their versions' content."""
-        job_id_list = sorted(versions)
-        for chunk in _chunks(job_id_list):
-            self.connection.execute(job_io.delete().where(job_io.c.job_id.in_(chunk)))
-            self.connection.execute(column_lineage.delete().where(column_lineage.c.job_id.in_(chunk)))
-        stored = {
-            row.id: (row.content, row.created_at)
-            for chunk in _chunks(sorted({v for v in versions.values() if v is not None}))
-            for row in self.connection.execute(
-                select(job_versions.c.id, job_versions.c.content, job_versions.c.created_at).where(job_versions.c.id.in_(chunk))
-            )
-        }
+        stored = self._version_rows(sorted({v for v in versions.values() if v is not None}))
         contents = {job_id: stored[version] for job_id, version in versions.items() if version is not None}
         named: set[DatasetKey] = {
             (key[0], key[1]) for content, _ in contents.values() for key in (*content["inputs"], *content["outputs"])
@@ -849,10 +855,30 @@ class _BatchWriter:
         io_rows, edge_rows = current_rows({job_id: content for job_id, (content, _) in contents.items()}, ids, fields)
         for row in io_rows:
             row["first_seen"] = contents[row["job_id"]][1]
+        for chunk in _chunks(sorted(versions)):
+            self.connection.execute(job_io.delete().where(job_io.c.job_id.in_(chunk)))
+            self.connection.execute(column_lineage.delete().where(column_lineage_of_jobs(chunk, self.dialect)))
         if io_rows:
             self.many(self.insert(job_io), sorted(io_rows, key=lambda r: (r["job_id"], r["dataset_id"], r["direction"])))
         if edge_rows:
             self.many(self.insert(column_lineage), edge_rows)
+
+    def _version_rows(self, version_ids: Sequence[int]) -> dict[int, tuple[dict[str, Any], datetime]]:
+        """(content, created_at) of job versions by id; the content read only where this batch did not know it."""
+        c = job_versions.c
+        found: dict[int, tuple[dict[str, Any], datetime]] = {}
+        for chunk in _chunks(version_ids):
+            known = [version for version in chunk if version in self.version_content]
+            if known:
+                for version, created_at in self.connection.execute(select(c.id, c.created_at).where(c.id.in_(known))):
+                    found[version] = (self.version_content[version], created_at)
+            unknown = [version for version in chunk if version not in self.version_content]
+            if unknown:
+                for version, content, created_at in self.connection.execute(
+                    select(c.id, c.content, c.created_at).where(c.id.in_(unknown))
+                ):
+                    found[version] = (content, created_at)
+        return found
 
     def _dataset_ids(self, keys: Sequence[DatasetKey]) -> dict[DatasetKey, int]:
         """Ids of stored datasets by (namespace, name)."""
