@@ -119,6 +119,29 @@ def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], b
     return merged
 
 
+def _highest_number(leaving_out: Sequence[str] = ()) -> Any:
+    """The highest number among a job's runs (but `leaving_out`), correlated to `jobs`: their count,
+    unless retention pruned the earliest. Read from the top of uq_runs_job_seq, so it costs the same
+    however many runs the job has (a grouped max over the job's runs read them all, every batch)."""
+    others = runs.alias()
+    query = select(func.max(others.c.run_seq)).where(others.c.job_id == jobs.c.id)
+    if leaving_out:
+        query = query.where(others.c.uuid.not_in(leaving_out))
+    return query.correlate_except(others).scalar_subquery()
+
+
+def _latest_start(leaving_out: Sequence[str]) -> Any:
+    """The first event time of a job's latest run but `leaving_out`, correlated to `jobs`, from the
+    top of ix_runs_job_created."""
+    others = runs.alias()
+    return (
+        select(func.max(others.c.created_at))
+        .where(others.c.job_id == jobs.c.id, others.c.uuid.not_in(leaving_out))
+        .correlate_except(others)
+        .scalar_subquery()
+    )
+
+
 # The columns of a field a batch merges into, in this order (created_at the earliest).
 _FIELD_VALUES = ("type", "description", "tags", "from_schema", "created_at")
 
@@ -555,13 +578,11 @@ class _BatchWriter:
             return set()
         others: dict[int, tuple[datetime, int]] = {}
         for chunk in _chunks(sorted(new_by_job)):
-            # the highest number is the runs' count, unless retention pruned the earliest ones
-            for row in self.connection.execute(
-                select(runs.c.job_id, func.max(runs.c.created_at), func.max(runs.c.run_seq))
-                .where(runs.c.job_id.in_(chunk))
-                .group_by(runs.c.job_id)
+            for job_id, latest, highest in self.connection.execute(
+                select(jobs.c.id, latest_run(jobs.c.id, "created_at"), _highest_number()).where(jobs.c.id.in_(chunk))
             ):
-                others[row[0]] = (row[1], row[2])
+                if latest is not None:
+                    others[job_id] = (latest, highest)
         placed: set[str] = set()
         for job_id, new in new_by_job.items():
             latest, count = others.get(job_id, (None, 0))
@@ -585,14 +606,16 @@ class _BatchWriter:
         if not moved_by_job:
             return
         moved_uuids = sorted(value["uuid"] for moved in moved_by_job.values() for value in moved)
-        # The highest number of the others is their count, unless retention pruned the earliest.
         others = {
-            row.job_id: (row.latest, row.others)
-            for row in self.connection.execute(
-                select(runs.c.job_id, func.max(runs.c.created_at).label("latest"), func.max(runs.c.run_seq).label("others"))
-                .where(runs.c.job_id.in_(sorted(moved_by_job)), runs.c.uuid.not_in(moved_uuids))
-                .group_by(runs.c.job_id)
+            job_id: (latest, highest)
+            for job_id, latest, highest in self.connection.execute(
+                select(
+                    jobs.c.id,
+                    _latest_start(moved_uuids),
+                    _highest_number(moved_uuids),
+                ).where(jobs.c.id.in_(sorted(moved_by_job)))
             )
+            if latest is not None
         }
         moves: list[tuple[int, int, int]] = []  # (run id, old number, new number)
         appended: list[dict[str, Any]] = []
