@@ -119,27 +119,15 @@ def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], b
     return merged
 
 
-def _highest_number(leaving_out: Sequence[str] = ()) -> Any:
-    """The highest number among a job's runs (but `leaving_out`), correlated to `jobs`: their count,
-    unless retention pruned the earliest. Read from the top of uq_runs_job_seq, so it costs the same
-    however many runs the job has (a grouped max over the job's runs read them all, every batch)."""
+def _top_of_other_runs(column: str, leaving_out: Sequence[str]) -> Any:
+    """The largest `column` among a job's runs but `leaving_out`, correlated to `jobs`. On created_at
+    and run_seq it is read from the top of ix_runs_job_created and uq_runs_job_seq, so it costs the
+    same however many runs the job has (a grouped max over the job's runs read them all, every batch)."""
     others = runs.alias()
-    query = select(func.max(others.c.run_seq)).where(others.c.job_id == jobs.c.id)
+    conditions = [others.c.job_id == jobs.c.id]
     if leaving_out:
-        query = query.where(others.c.uuid.not_in(leaving_out))
-    return query.correlate_except(others).scalar_subquery()
-
-
-def _latest_start(leaving_out: Sequence[str]) -> Any:
-    """The first event time of a job's latest run but `leaving_out`, correlated to `jobs`, from the
-    top of ix_runs_job_created."""
-    others = runs.alias()
-    return (
-        select(func.max(others.c.created_at))
-        .where(others.c.job_id == jobs.c.id, others.c.uuid.not_in(leaving_out))
-        .correlate_except(others)
-        .scalar_subquery()
-    )
+        conditions.append(others.c.uuid.not_in(leaving_out))
+    return select(func.max(others.c[column])).where(*conditions).correlate_except(others).scalar_subquery()
 
 
 # The columns of a field a batch merges into, in this order (created_at the earliest).
@@ -239,33 +227,23 @@ class _BatchWriter:
         return self._select_ids(namespaces, [namespaces.c.name], sorted(spans))
 
     def _select_ids(self, table: Table, key_columns: list[Any], keys: Sequence[Any]) -> dict[Any, int]:
-        found: dict[Any, int] = {}
-        wanted = set(keys)
-        for chunk in _chunks(sorted(wanted)):
-            query = select(table.c.id, *key_columns).where(self._key_condition(key_columns, chunk))
-            for row_id, *key in self.connection.execute(query).tuples():
-                natural = key[0] if len(key) == 1 else tuple(key)
-                if natural in wanted:
-                    found[natural] = row_id
-        return found
-
-    @staticmethod
-    def _key_condition(key_columns: list[Any], chunk: Sequence[Any]) -> Any:
-        """Two-column keys are looked up as `a IN (..) AND b IN (..)` and filtered by the caller:
-        PostgreSQL plans row-value IN lists poorly."""
-        if len(key_columns) == 1:
-            return key_columns[0].in_(chunk)
-        return and_(*(column.in_(sorted({key[i] for key in chunk})) for i, column in enumerate(key_columns)))
+        columns = [table.c.id, *key_columns]
+        return {key: row["id"] for key, row in self._existing(table, key_columns, keys, columns).items()}
 
     def _existing(
         self, table: Table, key_columns: list[Any], keys: Sequence[Any], columns: Sequence[Any] | None = None
     ) -> dict[Any, dict[str, Any]]:
-        """Stored rows (`columns`, default all) by natural key."""
+        """Stored rows (`columns`, default all) by natural key. Two-column keys are looked up as
+        `a IN (..) AND b IN (..)` and filtered here: PostgreSQL plans row-value IN lists poorly."""
         found: dict[Any, dict[str, Any]] = {}
         wanted = set(keys)
         for chunk in _chunks(sorted(wanted)):
+            if len(key_columns) == 1:
+                condition = key_columns[0].in_(chunk)
+            else:
+                condition = and_(*(column.in_(sorted({key[i] for key in chunk})) for i, column in enumerate(key_columns)))
             query = select(*columns) if columns is not None else select(table)
-            for row in self.connection.execute(query.where(self._key_condition(key_columns, chunk))).mappings():
+            for row in self.connection.execute(query.where(condition)).mappings():
                 key = row[key_columns[0].name] if len(key_columns) == 1 else tuple(row[c.name] for c in key_columns)
                 if key in wanted:
                     found[key] = dict(row)
@@ -576,13 +554,7 @@ class _BatchWriter:
                 new_by_job[value["job_id"]].append(value)
         if not new_by_job:
             return set()
-        others: dict[int, tuple[datetime, int]] = {}
-        for chunk in _chunks(sorted(new_by_job)):
-            for job_id, latest, highest in self.connection.execute(
-                select(jobs.c.id, latest_run(jobs.c.id, "created_at"), _highest_number()).where(jobs.c.id.in_(chunk))
-            ):
-                if latest is not None:
-                    others[job_id] = (latest, highest)
+        others = self._stored_runs_ends(sorted(new_by_job), ())
         placed: set[str] = set()
         for job_id, new in new_by_job.items():
             latest, count = others.get(job_id, (None, 0))
@@ -592,6 +564,19 @@ class _BatchWriter:
                     value["run_seq"] = count + rank
                     placed.add(value["uuid"])
         return placed
+
+    def _stored_runs_ends(self, job_id_list: Sequence[int], leaving_out: Sequence[str]) -> dict[int, tuple[datetime, int]]:
+        """(first event time of the latest run, highest number) of each job's stored runs but
+        `leaving_out`, for the jobs that have any. The highest number is the runs' count, unless
+        retention pruned the earliest."""
+        latest, highest = _top_of_other_runs("created_at", leaving_out), _top_of_other_runs("run_seq", leaving_out)
+        found: dict[int, tuple[datetime, int]] = {}
+        for chunk in _chunks(job_id_list):
+            query = select(jobs.c.id, latest, highest).where(jobs.c.id.in_(chunk))
+            for job_id, latest, highest in self.connection.execute(query):
+                if latest is not None:
+                    found[job_id] = (latest, highest)
+        return found
 
     def _number_runs(self, values: list[dict[str, Any]], stored: dict[str, dict[str, Any]]) -> None:
         """Number each touched job's runs 1, 2, ... by (first event time, run id). Usually the
@@ -606,17 +591,7 @@ class _BatchWriter:
         if not moved_by_job:
             return
         moved_uuids = sorted(value["uuid"] for moved in moved_by_job.values() for value in moved)
-        others = {
-            job_id: (latest, highest)
-            for job_id, latest, highest in self.connection.execute(
-                select(
-                    jobs.c.id,
-                    _latest_start(moved_uuids),
-                    _highest_number(moved_uuids),
-                ).where(jobs.c.id.in_(sorted(moved_by_job)))
-            )
-            if latest is not None
-        }
+        others = self._stored_runs_ends(sorted(moved_by_job), moved_uuids)
         moves: list[tuple[int, int, int]] = []  # (run id, old number, new number)
         appended: list[dict[str, Any]] = []
         for job_id, moved in sorted(moved_by_job.items()):
