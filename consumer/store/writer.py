@@ -130,6 +130,19 @@ def _top_of_other_runs(column: str, leaving_out: Sequence[str]) -> Any:
     return select(func.max(others.c[column])).where(*conditions).correlate_except(others).scalar_subquery()
 
 
+# Every column of a column_lineage row but its id: two rows with the same values are the same edge.
+_EDGE_COLUMNS = (
+    "job_id",
+    "output_dataset_id",
+    "output_field_id",
+    "input_dataset_id",
+    "input_field_id",
+    "transformation_type",
+    "transformation_subtype",
+    "transformation_description",
+    "masking",
+)
+
 # The columns of a field a batch merges into, in this order (created_at the earliest).
 _FIELD_VALUES = ("type", "description", "tags", "from_schema", "created_at")
 
@@ -853,13 +866,60 @@ class _BatchWriter:
         io_rows, edge_rows = current_rows({job_id: content for job_id, (content, _) in contents.items()}, ids, fields)
         for row in io_rows:
             row["first_seen"] = contents[row["job_id"]][1]
-        for chunk in _chunks(sorted(versions)):
+        stored_io = self._stored_io(sorted(versions))
+        new_io: dict[int, set[tuple[int, str]]] = defaultdict(set)
+        for row in io_rows:
+            new_io[row["job_id"]].add((row["dataset_id"], row["direction"]))
+        # Where a job reads and writes the same tables as before, its new version mostly keeps the
+        # old one's edges (a column added, one edge moved): only the edges that differ are written.
+        # Elsewhere (other tables: few edges in common) all of its rows are replaced.
+        edited = {job_id for job_id, io in stored_io.items() if io and new_io.get(job_id) == io}
+        replaced = sorted(set(versions) - edited)
+        for chunk in _chunks(replaced):
             self.connection.execute(job_io.delete().where(job_io.c.job_id.in_(chunk)))
             self.connection.execute(column_lineage.delete().where(column_lineage_of_jobs(chunk, self.dialect)))
+        edge_rows = self._edge_changes(sorted(edited), edge_rows)
+        if edited:
+            self.many(
+                update(job_io)
+                .where(job_io.c.job_id == bindparam("job"), job_io.c.first_seen != bindparam("since"))
+                .values(first_seen=bindparam("since")),
+                [{"job": job_id, "since": contents[job_id][1]} for job_id in sorted(edited)],
+            )
+        io_rows = [row for row in io_rows if row["job_id"] not in edited]
         if io_rows:
             self.many(self.insert(job_io), sorted(io_rows, key=lambda r: (r["job_id"], r["dataset_id"], r["direction"])))
         if edge_rows:
             self.many(self.insert(column_lineage), edge_rows)
+
+    def _stored_io(self, job_id_list: Sequence[int]) -> dict[int, set[tuple[int, str]]]:
+        """The (dataset id, direction) pairs of job_io by job."""
+        found: dict[int, set[tuple[int, str]]] = defaultdict(set)
+        c = job_io.c
+        for chunk in _chunks(job_id_list):
+            for job_id, dataset_id, direction in self.connection.execute(
+                select(c.job_id, c.dataset_id, c.direction).where(c.job_id.in_(chunk))
+            ):
+                found[job_id].add((dataset_id, direction))
+        return found
+
+    def _edge_changes(self, job_id_list: Sequence[int], edge_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Delete the stored column_lineage rows of these jobs that `edge_rows` (their rows now, with
+        every other job's) no longer hold; the rows of `edge_rows` still to insert."""
+        if not job_id_list:
+            return edge_rows
+        wanted = {tuple(row[name] for name in _EDGE_COLUMNS): row for row in edge_rows}
+        c = column_lineage.c
+        stale: list[int] = []
+        for chunk in _chunks(job_id_list):
+            for edge_id, *values in self.connection.execute(
+                select(c.id, *(c[name] for name in _EDGE_COLUMNS)).where(column_lineage_of_jobs(chunk, self.dialect))
+            ):
+                if wanted.pop(tuple(values), None) is None:
+                    stale.append(edge_id)
+        for chunk in _chunks(sorted(stale)):
+            self.connection.execute(column_lineage.delete().where(c.id.in_(chunk)))
+        return [row for row in edge_rows if tuple(row[name] for name in _EDGE_COLUMNS) in wanted]
 
     def _version_rows(self, version_ids: Sequence[int]) -> dict[int, tuple[dict[str, Any], datetime]]:
         """(content, created_at) of job versions by id; the content read only where this batch did not know it."""
