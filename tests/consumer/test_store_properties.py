@@ -228,10 +228,11 @@ def test_any_order_batching_and_writers_converge_to_the_in_order_store(stores, s
     assert full_dump(first) == expected
 
 
-def _two_runs_reading(first_input: int, second_input: int) -> list[dict[str, Any]]:
-    """Two COMPLETE runs of one job, a minute apart, each reading another dataset."""
+def _two_runs_reading(first_input: int, second_input: int, schemas: tuple[int, int] = (0, 0)) -> list[dict[str, Any]]:
+    """Two COMPLETE runs of one job, a minute apart, each reading `first_input` / `second_input` and
+    writing the `schemas` of SCHEMAS (a column lineage edge per column)."""
     events = []
-    for minute, (source, run) in enumerate(((first_input, 0), (second_input, 1))):
+    for minute, (source, run, schema) in enumerate(((first_input, 0, schemas[0]), (second_input, 1, schemas[1]))):
         at = (BASE + timedelta(minutes=minute)).isoformat().replace("+00:00", "Z")
         events.append(
             {
@@ -241,8 +242,8 @@ def _two_runs_reading(first_input: int, second_input: int) -> list[dict[str, Any
                 "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
                 "run": {"runId": RUN_IDS[0][run]},
                 "job": {"namespace": "spark", "name": JOBS[0]},
-                "inputs": [_dataset(source, 0, None, None)],
-                "outputs": [_dataset(2, 0, None, source)],
+                "inputs": [_dataset(source, schema, None, None)],
+                "outputs": [_dataset(2, schema, None, source)],
             }
         )
     return events
@@ -270,6 +271,34 @@ def test_the_convergence_check_fails_a_store_that_loses_a_version_change(stores,
         return [(job, stored, chosen if stored is None else stored) for job, stored, chosen in choose(self, job_ids)]
 
     monkeypatch.setattr(writer._BatchWriter, "_current_versions", keeps_the_first)
+    _reset(first)
+    _write(first, [older])
+    _write(first, [newer])
+    assert full_dump(first) != expected
+
+
+def test_the_convergence_check_fails_a_store_that_keeps_an_edge_a_new_version_dropped(stores, monkeypatch):
+    """A new version on the same tables writes only the edges that changed: a writer that never
+    deletes the dropped ones leaves another store when the newer run comes first."""
+    from consumer.store import writer
+
+    first = stores[0]
+    older, newer = _two_runs_reading(0, 0, schemas=(1, 0))  # the newer run no longer writes `name`
+    _reset(first)
+    _write(first, [older])
+    _write(first, [newer])
+    expected = full_dump(first)
+    _reset(first)
+    _write(first, [newer])
+    _write(first, [older])
+    assert full_dump(first) == expected
+
+    def keeps_dropped_edges(self: Any, job_ids: list[int], edge_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        columns = [s.column_lineage.c[name] for name in writer._EDGE_COLUMNS]
+        stored = set(self.connection.execute(select(*columns).where(s.column_lineage.c.job_id.in_(job_ids))).all())
+        return [row for row in edge_rows if tuple(row[name] for name in writer._EDGE_COLUMNS) not in stored]
+
+    monkeypatch.setattr(writer._BatchWriter, "_edge_changes", keeps_dropped_edges)
     _reset(first)
     _write(first, [older])
     _write(first, [newer])
