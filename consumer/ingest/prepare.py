@@ -18,7 +18,8 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from consumer.ingest.facet_memo import FacetMemo
@@ -45,6 +46,22 @@ def tune_garbage_collector() -> None:
     gc.freeze()  # what startup loaded is never collected: keep it out of every collection
     _, middle, old = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+
+
+@contextmanager
+def cycle_collection_paused() -> Iterator[None]:
+    """No cycle collection while a batch is stored. A store transaction holds the batch's rows and
+    the statements' parameters, tens of thousands of acyclic objects alive for its whole length,
+    which every collection would traverse again (measured: a seventh of the write's CPU even with
+    the young threshold above). Collections resume after it, the collector's state as it was
+    found (a concurrent transaction's pause ends with the one that began it)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def prepare(value: Any, memo: FacetMemo | None = None) -> EventRows:

@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 
 from consumer.ingest.fold import fold
 from consumer.ingest.materialize import EventRows
+from consumer.ingest.prepare import cycle_collection_paused
 from consumer.store import Store
 from consumer.store.compressed_text import Dictionary
 from consumer.store.retention import Pruned
@@ -96,7 +97,8 @@ class StoreWrites:
         def without_stored(fresh: Set[str]) -> Folded:
             return fold([rows for rows in events() if rows.raw.content_hash in fresh], dictionary=self.raw_dictionary())
 
-        return self._run(StoreWrite(BATCH, folded=folded), lambda: self.store.write(folded, without_stored))
+        with cycle_collection_paused():
+            return self._run(StoreWrite(BATCH, folded=folded), lambda: self.store.write(folded, without_stored))
 
     def raw_dictionary(self) -> Dictionary | None:
         """The dictionary new raw events are compressed with (consumer.store.raw_dictionaries)."""
@@ -133,7 +135,8 @@ class StoreWrites:
 
     def rebuild(self, batch: Folded) -> None:
         """Replay's rebuild of derived rows: not a change of lineage, so no hook runs."""
-        self.store.rebuild(batch)
+        with cycle_collection_paused():
+            self.store.rebuild(batch)
 
     def _run(self, write: StoreWrite, transaction: Callable[[], T]) -> T:
         proceed = transaction

@@ -3,6 +3,7 @@ dies is replaced without losing its batch, and one whose parent dies ends too.""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -153,3 +154,23 @@ def test_a_batch_that_cannot_be_folded_is_stored_event_by_event(sqlite_store, mo
 
 def test_preparing_in_a_worker_is_the_default_where_there_is_a_second_cpu():
     assert Preparer(None).in_worker == ((os.cpu_count() or 1) > 1)
+
+
+def test_no_cycle_collection_runs_while_a_batch_is_stored_and_the_collector_is_left_as_found(sqlite_store):
+    values = _values(_events(4))
+    during: list[bool] = []
+
+    def observe(write, proceed):  # type: ignore[no-untyped-def]
+        during.append(gc.isenabled())
+        return proceed()
+
+    writes = StoreWrites(sqlite_store, [observe])
+    writes.write([prepare(value) for value in values[:2]])
+    assert during == [False] and gc.isenabled()
+
+    gc.disable()
+    try:
+        writes.write([prepare(value) for value in values[2:]])
+        assert during == [False, False] and not gc.isenabled()  # paused by someone else: still paused
+    finally:
+        gc.enable()
