@@ -249,6 +249,14 @@ def _two_runs_reading(first_input: int, second_input: int, schemas: tuple[int, i
     return events
 
 
+def _written_in_order(store: Store, events: list[dict[str, Any]]) -> dict[str, list[tuple[Any, ...]]]:
+    """The store after writing `events` one by one in this order into an emptied store."""
+    _reset(store)
+    for event in events:
+        _write(store, [event])
+    return full_dump(store)
+
+
 def test_the_convergence_check_fails_a_store_that_loses_a_version_change(stores, monkeypatch):
     """The check above is only as good as what it sees: a writer that keeps a job's first version
     current (it loses the change) leaves another store when the newer run comes first."""
@@ -256,14 +264,8 @@ def test_the_convergence_check_fails_a_store_that_loses_a_version_change(stores,
 
     first = stores[0]
     older, newer = _two_runs_reading(0, 1)
-    _reset(first)
-    _write(first, [older])
-    _write(first, [newer])
-    expected = full_dump(first)
-    _reset(first)
-    _write(first, [newer])
-    _write(first, [older])
-    assert full_dump(first) == expected
+    expected = _written_in_order(first, [older, newer])
+    assert _written_in_order(first, [newer, older]) == expected
 
     choose = writer._BatchWriter._current_versions
 
@@ -271,10 +273,7 @@ def test_the_convergence_check_fails_a_store_that_loses_a_version_change(stores,
         return [(job, stored, chosen if stored is None else stored) for job, stored, chosen in choose(self, job_ids)]
 
     monkeypatch.setattr(writer._BatchWriter, "_current_versions", keeps_the_first)
-    _reset(first)
-    _write(first, [older])
-    _write(first, [newer])
-    assert full_dump(first) != expected
+    assert _written_in_order(first, [older, newer]) != expected
 
 
 def test_the_convergence_check_fails_a_store_that_keeps_an_edge_a_new_version_dropped(stores, monkeypatch):
@@ -284,14 +283,8 @@ def test_the_convergence_check_fails_a_store_that_keeps_an_edge_a_new_version_dr
 
     first = stores[0]
     older, newer = _two_runs_reading(0, 0, schemas=(1, 0))  # the newer run no longer writes `name`
-    _reset(first)
-    _write(first, [older])
-    _write(first, [newer])
-    expected = full_dump(first)
-    _reset(first)
-    _write(first, [newer])
-    _write(first, [older])
-    assert full_dump(first) == expected
+    expected = _written_in_order(first, [older, newer])
+    assert _written_in_order(first, [newer, older]) == expected
 
     def keeps_dropped_edges(self: Any, job_ids: list[int], edge_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         columns = [s.column_lineage.c[name] for name in writer._EDGE_COLUMNS]
@@ -299,7 +292,4 @@ def test_the_convergence_check_fails_a_store_that_keeps_an_edge_a_new_version_dr
         return [row for row in edge_rows if tuple(row[name] for name in writer._EDGE_COLUMNS) not in stored]
 
     monkeypatch.setattr(writer._BatchWriter, "_edge_changes", keeps_dropped_edges)
-    _reset(first)
-    _write(first, [older])
-    _write(first, [newer])
-    assert full_dump(first) != expected
+    assert _written_in_order(first, [older, newer]) != expected
