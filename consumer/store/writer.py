@@ -804,29 +804,30 @@ class _BatchWriter:
     ) -> None:
         """Each touched job's current version: the one its latest finished run ran, else its latest
         run's, else its newest JobEvent's. Where that changed (or the job's lineage had been retired),
-        its rows of job_io and column_lineage are written again from the version's content; where
-        only the version's first run moved, job_io's first_seen follows. A repeated run writes
-        neither."""
+        its rows of job_io and column_lineage follow the version's content; where the job_io rows stay
+        (the same tables, or only the version's first run moved), their first_seen follows. A repeated
+        run writes neither."""
         if not job_id_set:
             return
         changed: dict[int, int | None] = {}
         for job_id, stored, chosen in self._current_versions(sorted(job_id_set)):
             if stored != chosen or job_id in retired:
                 changed[job_id] = chosen
+        io_kept: set[int] = set()
         if changed:
             self.many(
                 update(jobs).where(jobs.c.id == bindparam("job")).values(current_version_id=bindparam("version")),
                 [{"job": job_id, "version": version} for job_id, version in sorted(changed.items())],
             )
-            self._write_current(changed, dataset_ids, field_ids)
-        unchanged = sorted(job_id_set - set(changed))
+            io_kept = self._write_current(changed, dataset_ids, field_ids)
+        io_kept |= job_id_set - set(changed)
         since = (
             select(job_versions.c.created_at)
             .join(jobs, jobs.c.current_version_id == job_versions.c.id)
             .where(jobs.c.id == job_io.c.job_id)
             .scalar_subquery()
         )
-        for chunk in _chunks(unchanged):
+        for chunk in _chunks(sorted(io_kept)):
             self.connection.execute(
                 update(job_io).where(job_io.c.job_id.in_(chunk), job_io.c.first_seen != since).values(first_seen=since)
             )
@@ -849,8 +850,9 @@ class _BatchWriter:
 
     def _write_current(
         self, versions: Mapping[int, int | None], dataset_ids: Mapping[DatasetKey, int], field_ids: Mapping[tuple[int, str], int]
-    ) -> None:
-        """Replace the jobs' rows of job_io and column_lineage by their versions' content."""
+    ) -> set[int]:
+        """Make the jobs' rows of job_io and column_lineage their versions' content; the jobs whose
+        job_io rows were kept as they were (their first_seen is the caller's to move)."""
         stored = self._version_rows(sorted({v for v in versions.values() if v is not None}))
         contents = {job_id: stored[version] for job_id, version in versions.items() if version is not None}
         named: set[DatasetKey] = {
@@ -873,24 +875,18 @@ class _BatchWriter:
         # Where a job reads and writes the same tables as before, its new version mostly keeps the
         # old one's edges (a column added, one edge moved): only the edges that differ are written.
         # Elsewhere (other tables: few edges in common) all of its rows are replaced.
-        edited = {job_id for job_id, io in stored_io.items() if io and new_io.get(job_id) == io}
+        edited = {job_id for job_id, io in stored_io.items() if new_io.get(job_id) == io}
         replaced = sorted(set(versions) - edited)
         for chunk in _chunks(replaced):
             self.connection.execute(job_io.delete().where(job_io.c.job_id.in_(chunk)))
             self.connection.execute(column_lineage.delete().where(column_lineage_of_jobs(chunk, self.dialect)))
         edge_rows = self._edge_changes(sorted(edited), edge_rows)
-        if edited:
-            self.many(
-                update(job_io)
-                .where(job_io.c.job_id == bindparam("job"), job_io.c.first_seen != bindparam("since"))
-                .values(first_seen=bindparam("since")),
-                [{"job": job_id, "since": contents[job_id][1]} for job_id in sorted(edited)],
-            )
         io_rows = [row for row in io_rows if row["job_id"] not in edited]
         if io_rows:
             self.many(self.insert(job_io), sorted(io_rows, key=lambda r: (r["job_id"], r["dataset_id"], r["direction"])))
         if edge_rows:
             self.many(self.insert(column_lineage), edge_rows)
+        return edited
 
     def _stored_io(self, job_id_list: Sequence[int]) -> dict[int, set[tuple[int, str]]]:
         """The (dataset id, direction) pairs of job_io by job."""
@@ -919,7 +915,7 @@ class _BatchWriter:
                     stale.append(edge_id)
         for chunk in _chunks(sorted(stale)):
             self.connection.execute(column_lineage.delete().where(c.id.in_(chunk)))
-        return [row for row in edge_rows if tuple(row[name] for name in _EDGE_COLUMNS) in wanted]
+        return list(wanted.values())  # in edge_rows' order
 
     def _version_rows(self, version_ids: Sequence[int]) -> dict[int, tuple[dict[str, Any], datetime]]:
         """(content, created_at) of job versions by id; the content read only where this batch did not know it."""
