@@ -394,8 +394,8 @@ class _BatchWriter:
         columns = (c.dataset_id, c.name, c.id, *(c[name] for name in _FIELD_VALUES))
         found: dict[tuple[int, str], tuple[Any, ...]] = {}
         for chunk in _chunks(dataset_id_list):
-            for row in self.connection.execute(select(*columns).where(c.dataset_id.in_(chunk))).tuples():
-                found[(row[0], row[1])] = row[2:]
+            for row in self.connection.execute(select(*columns).where(c.dataset_id.in_(chunk))):
+                found[(row[0], row[1])] = tuple(row[2:])
         return found
 
     def _field_ids(self, dataset_id_list: list[int]) -> dict[tuple[int, str], int]:

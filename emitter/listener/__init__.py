@@ -40,6 +40,7 @@ from emitter.config import SPARK_CONF_KEYS, EmitterConfig, is_disabled, load_con
 from emitter.dedupe import WrapperDedupe
 from emitter.listener import janino
 from emitter.listener.batch import BatchListener
+from emitter.listener.jvm import QueryListenerRegistration
 from emitter.listener.streaming import LineageStreamingListener
 from emitter.listener.worker import PipelineWorker
 
@@ -64,6 +65,7 @@ class Attachment:
         # the JVM listener telling which actions ran inside which micro-batch (foreachBatch)
         self.tagger = janino.optional_instance(gateway, TAGGER_CLASS, "foreachBatch writes get the application as parent")
         self.listener = BatchListener(gateway, self.dedupe, self.worker, spark._jsc.hadoopConfiguration(), self.tagger)
+        self.registration: QueryListenerRegistration | None = None
         self.streaming_listener: LineageStreamingListener | None = LineageStreamingListener(spark, self.worker.handle_stream)
         self.raised_max_to_string_fields = False
         self._closed = False
@@ -79,7 +81,9 @@ class Attachment:
             except Exception as error:  # noqa: BLE001 - foreachBatch writes get the application as parent
                 log.warning("OpenLineage micro-batch tagger not registered: %s", error)
                 self.tagger = self.listener.tagger = None
-        self.spark._jsparkSession.listenerManager().register(self.listener)
+        self.registration = QueryListenerRegistration(
+            self.spark.sparkContext._gateway, self.spark._jsparkSession.listenerManager(), self.listener
+        )
         try:
             self.spark.streams.addListener(self.streaming_listener)
         except Exception as error:  # noqa: BLE001 - batch lineage still works
@@ -126,7 +130,8 @@ class Attachment:
     def unregister(self) -> None:
         """No callbacks into a Python process that is going away (py4j would log connection errors)."""
         try:
-            self.spark._jsparkSession.listenerManager().unregister(self.listener)
+            if self.registration is not None:
+                self.registration.unregister()
         except Exception as error:  # noqa: BLE001
             log.debug("listener not unregistered: %s", error)
         if self.streaming_listener is not None:

@@ -111,6 +111,25 @@ class ActionDescriber:
         return described_write(action.write)
 
 
+class QueryListenerRegistration:
+    """A Python QueryExecutionListener registered with a session's listener manager, and removed
+    again by `unregister`. py4j makes a new JVM proxy each time a Python object crosses and the
+    manager removes by identity, so `manager.unregister(listener)` from Python never matches:
+    the helper (`java/SparkLineageListenerRegistration.java`) keeps the one proxy it registered.
+    Without the helpers the listener is registered directly and stays for the session."""
+
+    def __init__(self, gateway: Any, manager: Any, listener: Any) -> None:
+        self._helper = janino.optional_instance(gateway, "SparkLineageListenerRegistration", "registered for the session")
+        if self._helper is None:
+            manager.register(listener)
+        else:
+            self._helper.register(manager, listener)
+
+    def unregister(self) -> None:
+        if self._helper is not None:
+            self._helper.unregister()
+
+
 def _warned(described: DescribedPlan) -> DescribedPlan:
     """`described`, each leaf the helper failed on logged."""
     for error in described.errors:

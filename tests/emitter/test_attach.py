@@ -45,9 +45,11 @@ def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tm
     events_path = tmp_path / "events.jsonl"
     config = {"namespace": "inproc", "transport": {"type": "file", "log_file_path": str(events_path), "append": True}}
     users_own = spark.conf.get("spark.sql.debug.maxToStringFields", None)  # set by an earlier test, or not
+    listeners_before = _query_listeners(spark)
     attachment = emitter.attach(spark, config)
     try:
         assert attachment is not None
+        assert _query_listeners(spark) == [*listeners_before, listener_module.batch.LISTENER_NAME]
         assert emitter.attach(spark, config) is attachment, "attaching twice registers once"
         raised = spark.conf.get("spark.sql.debug.maxToStringFields")
         assert raised == (users_own or listener_module.MAX_TO_STRING_FIELDS), "raised unless the user set it"
@@ -61,6 +63,7 @@ def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tm
     finally:
         listener_module.close_session(spark)
     assert spark.conf.get("spark.sql.debug.maxToStringFields", None) == users_own, "as it was again after close"
+    assert _query_listeners(spark) == listeners_before, "closing removes the listener it registered"
     events = read_events(events_path)
     for event in events:
         assert_valid_event(event)
@@ -85,6 +88,11 @@ def test_attach_emits_one_run_per_write_and_completes_the_app_on_close(spark, tm
     assert table_write["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 4
 
 
+def _query_listeners(spark) -> list[str]:
+    """What the session's QueryExecutionListeners call themselves (ours answer from Python)."""
+    return [str(listener.toString()) for listener in spark._jsparkSession.listenerManager().listListeners()]
+
+
 def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
     """A broken handler never reaches the job: the write succeeds and nothing is raised."""
     failures: list[str] = []
@@ -102,13 +110,15 @@ def test_listener_survives_plans_it_cannot_read(spark, tmp_path: Path):
     from emitter.listener.batch import BatchListener
 
     ensure_callback_server_started(spark.sparkContext._gateway)
+    listeners_before = _query_listeners(spark)
     listener = BatchListener(spark.sparkContext._gateway, WrapperDedupe(), BrokenPipeline())
-    spark._jsparkSession.listenerManager().register(listener)
+    registration = jvm.QueryListenerRegistration(spark.sparkContext._gateway, spark._jsparkSession.listenerManager(), listener)
     try:
         spark.range(2).write.parquet(str(tmp_path / "out"))
         wait_for_listeners(spark)
     finally:
-        spark._jsparkSession.listenerManager().unregister(listener)
+        registration.unregister()
+    assert _query_listeners(spark) == listeners_before, "no later test's action reaches the broken pipeline"
     assert failures == ["InsertIntoHadoopFsRelationCommand"]
     assert len(listener.extraction_ms) == 1
     assert spark.read.parquet(str(tmp_path / "out")).count() == 2
@@ -291,8 +301,7 @@ def test_the_write_helper_describes_each_kind_of_write(spark, tmp_path: Path, de
     recorder = _WriteRecorder(describer, jvm.PlanDumper(gateway))
     assert recorder.describer.helper is not None, "Janino compiled the write helper"
     ensure_callback_server_started(gateway)
-    manager = spark._jsparkSession.listenerManager()
-    manager.register(recorder)
+    registration = jvm.QueryListenerRegistration(gateway, spark._jsparkSession.listenerManager(), recorder)
     try:
         frame = spark.range(5).selectExpr("id", "cast(id AS string) AS label")
         frame.write.parquet(str(tmp_path / "plain"))
@@ -306,7 +315,7 @@ def test_the_write_helper_describes_each_kind_of_write(spark, tmp_path: Path, de
         spark.sql("SELECT count(*) FROM write_helper_saved").collect()
         wait_for_listeners(spark)
     finally:
-        manager.unregister(recorder)
+        registration.unregister()
         spark.sql("DROP TABLE IF EXISTS write_helper_saved")
         spark.sql("DROP TABLE IF EXISTS write_helper_ctas")
         spark.sql("DROP TABLE IF EXISTS derby.APP.V2_TARGET")

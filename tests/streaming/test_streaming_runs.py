@@ -14,6 +14,7 @@ from openlineage.client.serde import Serde
 from emitter.capture import SessionInfo
 from emitter.listener import files, janino, streaming
 from emitter.listener.batch import BatchListener
+from emitter.listener.jvm import QueryListenerRegistration
 from tests.emitter.test_pipeline import Stages
 from tests.streaming.conftest import drain_listener_bus
 from tests.support.spec import assert_valid_event
@@ -190,7 +191,7 @@ def test_foreach_batch_writes_name_the_streaming_run_as_parent(
     spark_context.addSparkListener(tagger)
     ensure_callback_server_started(gateway)
     writes = BatchListener(gateway, pipeline.dedupe, pipeline, streaming_spark._jsc.hadoopConfiguration(), tagger)
-    streaming_spark._jsparkSession.listenerManager().register(writes)
+    registration = QueryListenerRegistration(gateway, streaming_spark._jsparkSession.listenerManager(), writes)
     source = tmp_path / "orders"
     _write_json_lines(source, "part-0.json", [{"id": 1}])
     _write_json_lines(source, "part-1.json", [{"id": 2}])
@@ -213,7 +214,7 @@ def test_foreach_batch_writes_name_the_streaming_run_as_parent(
         query.awaitTermination()
         drain_listener_bus(streaming_spark)
     finally:
-        streaming_spark._jsparkSession.listenerManager().unregister(writes)
+        registration.unregister()
         spark_context.removeSparkListener(tagger)
 
     start = next(e for e in collected if e["run"]["runId"] == str(query.runId) and e["eventType"] == "START")
