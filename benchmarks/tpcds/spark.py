@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 import emitter
 from benchmarks.tpcds.queries import TARGET_DATABASE, Ctas
+from emitter.listener.jvm import QueryListenerRegistration
 
 SOURCE_DATABASE = "tpcds"
 DOUBLE_QUOTED_IDENTIFIERS = "spark.sql.ansi.doubleQuotedIdentifiers"
@@ -99,13 +100,12 @@ def query_execution_listener(spark: SparkSession, handle: Callable[[str, Any, An
     """Register `handle(func_name, query_execution, exception_or_None)` for the block's duration."""
     ensure_callback_server_started(spark.sparkContext._gateway)
     callback = _QueryExecutionCallback(handle)
-    manager = spark._jsparkSession.listenerManager()
-    manager.register(callback)
+    registration = QueryListenerRegistration(spark.sparkContext._gateway, spark._jsparkSession.listenerManager(), callback)
     try:
         yield
     finally:
         wait_for_listener_bus(spark)
-        manager.unregister(callback)
+        registration.unregister()
 
 
 def plan_class(plan: Any) -> str:

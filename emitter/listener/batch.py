@@ -27,7 +27,7 @@ from emitter.snapshots import Snapshot
 log = logging.getLogger(__name__)
 
 STACK_TRACE_LIMIT = 16_000
-LISTENER_NAME = "OpenLineage batch listener"  # also how a cloned session shows it already holds one
+LISTENER_NAME = "OpenLineage batch listener"
 
 
 class ActionSink(Protocol):

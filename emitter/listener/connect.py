@@ -33,7 +33,7 @@ from emitter import pipeline
 from emitter.capture import ConnectSession
 from emitter.config import EmitterConfig, is_disabled, load_config
 from emitter.listener import Attachment, janino, make_client, session_conf, session_info
-from emitter.listener.batch import LISTENER_NAME
+from emitter.listener.jvm import REGISTRATION_CLASS
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +135,11 @@ class ConnectSessions:
         return holder.get().session() if holder.isDefined() else None
 
     def _holds_our_listener(self, jsession: Any) -> bool:
-        """Whether a session already has one of our batch listeners (a clone of an attached session)."""
+        """Whether a session already has one of our batch listeners (a clone of an attached session).
+        Told by the JVM class that holds ours: asking another Python listener its name would call
+        into Python, where it may have none."""
         listeners = jsession.listenerManager().listListeners()
-        return any(str(listener.toString()) == LISTENER_NAME for listener in listeners)
+        return any(listener.getClass().getName() == REGISTRATION_CLASS for listener in listeners)
 
     def wrap(self, jsession: Any) -> Any:
         """A PySpark session object over a server-side JVM session."""

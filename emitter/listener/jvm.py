@@ -111,15 +111,18 @@ class ActionDescriber:
         return described_write(action.write)
 
 
+REGISTRATION_CLASS = "SparkLineageListenerRegistration"  # also how a cloned session shows it holds ours
+
+
 class QueryListenerRegistration:
     """A Python QueryExecutionListener registered with a session's listener manager, and removed
-    again by `unregister`. py4j makes a new JVM proxy each time a Python object crosses and the
-    manager removes by identity, so `manager.unregister(listener)` from Python never matches:
-    the helper (`java/SparkLineageListenerRegistration.java`) keeps the one proxy it registered.
-    Without the helpers the listener is registered directly and stays for the session."""
+    again by `unregister`. Spark holds a JVM object of ours that passes each callback on
+    (`java/SparkLineageListenerRegistration.java`): py4j makes a new proxy each time a Python object
+    crosses and the manager removes by identity, so `manager.unregister(listener)` from Python never
+    matches. Without the helpers the listener is registered directly and stays for the session."""
 
     def __init__(self, gateway: Any, manager: Any, listener: Any) -> None:
-        self._helper = janino.optional_instance(gateway, "SparkLineageListenerRegistration", "registered for the session")
+        self._helper = janino.optional_instance(gateway, REGISTRATION_CLASS, "registered for the session")
         if self._helper is None:
             manager.register(listener)
         else:

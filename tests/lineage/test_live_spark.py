@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from emitter.lineage import column_lineage, write_command
-from emitter.listener.jvm import PlanDumper
+from emitter.listener.jvm import PlanDumper, QueryListenerRegistration
 from emitter.plan import parse_plan
 from tests.fixtures import capture_plans
 from tests.lineage.helpers import compact, load_case, without_unread_parts
@@ -164,7 +164,7 @@ def test_live_write_command_matches_fixture_expectation(live: dict[str, Any], na
     spark = live["spark"]
     catcher = capture_plans._WriteCatcher(to_json=lambda plan: _plan_texts(spark, plan))
     ensure_callback_server_started(spark.sparkContext._gateway)
-    spark._jsparkSession.listenerManager().register(catcher)
+    registration = QueryListenerRegistration(spark.sparkContext._gateway, spark._jsparkSession.listenerManager(), catcher)
     statement = capture_plans.WRITE_CASES[name]
     try:
         if isinstance(statement, str):
@@ -175,7 +175,7 @@ def test_live_write_command_matches_fixture_expectation(live: dict[str, Any], na
         while not catcher.plans and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
-        spark._jsparkSession.listenerManager().unregister(catcher)
+        registration.unregister()
     case = load_case(name)
     for dialect in ("toJSON", "compact"):
         commands = [write_command(parse_plan(texts[dialect])) for texts in catcher.plans]

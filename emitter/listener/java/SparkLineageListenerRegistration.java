@@ -1,23 +1,34 @@
-// Registers a QueryExecutionListener that lives in Python and can remove it again. py4j hands
-// the JVM a new proxy object each time a Python object crosses, and the listener manager removes
-// a listener by identity: unregistering with the Python object would find no match and leave it
-// called for the rest of the session. This keeps the one proxy registered, to remove that one.
-public class SparkLineageListenerRegistration {
+// The batch listener as Spark's listener manager holds it: a JVM object that passes each callback
+// on to the listener in Python, registered and removed again by this object. py4j hands the JVM a
+// new proxy each time a Python object crosses, and the manager removes a listener by identity:
+// `unregister` with the Python object finds no match. Comparing to a proxy would also call Python
+// for `equals`, which a Python listener does not answer. This object is the one Spark holds.
+public class SparkLineageListenerRegistration implements org.apache.spark.sql.util.QueryExecutionListener {
   private org.apache.spark.sql.util.ExecutionListenerManager manager;
-  private org.apache.spark.sql.util.QueryExecutionListener listener;
+  private org.apache.spark.sql.util.QueryExecutionListener delegate;
 
   public void register(
       org.apache.spark.sql.util.ExecutionListenerManager manager,
-      org.apache.spark.sql.util.QueryExecutionListener listener) {
-    manager.register(listener);
+      org.apache.spark.sql.util.QueryExecutionListener delegate) {
     this.manager = manager;
-    this.listener = listener;
+    this.delegate = delegate;
+    manager.register(this);
   }
 
   public void unregister() {
-    if (manager == null) return;
-    manager.unregister(listener);
+    if (manager != null) manager.unregister(this);
     manager = null;
-    listener = null;
+  }
+
+  public void onSuccess(String funcName, org.apache.spark.sql.execution.QueryExecution qe, long durationNs) {
+    delegate.onSuccess(funcName, qe, durationNs);
+  }
+
+  public void onFailure(String funcName, org.apache.spark.sql.execution.QueryExecution qe, Exception exception) {
+    delegate.onFailure(funcName, qe, exception);
+  }
+
+  public String toString() {
+    return delegate == null ? "SparkLineageListenerRegistration" : delegate.toString();
   }
 }
