@@ -28,7 +28,7 @@ import pytest
 
 from emitter.naming import normalize
 from tests.support.paths import PROJECT_ROOT
-from tests.support.spark import SCRIPT_TIMEOUT_S, file_transport_env, read_events, require_spark_connect
+from tests.support.spark import SCRIPT_TIMEOUT_S, SPARK_TEST_CONF, file_transport_env, read_events, require_spark_connect
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -61,6 +61,7 @@ class Server:
             "spark.sql.shuffle.partitions": "2",
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "1g",
+            "spark.driver.extraJavaOptions": SPARK_TEST_CONF["spark.driver.extraJavaOptions"],
         }
         command = [sys.executable, "-m", "emitter", "connect-server", "--port", str(self.port)]
         for key, value in conf.items():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -68,6 +69,7 @@ def test_a_worker_that_dies_is_replaced_and_its_batch_prepared_here(caplog):
         first = preparer.submit(values)()
         worker = preparer._worker
         assert worker is not None
+        os.kill(worker.process.pid, signal.SIGSTOP)  # it holds the next batch, unprepared, when it dies
         waiting = preparer.submit(values)
         worker.process.kill()
         assert waiting().folded == first.folded, "the batch the worker held was prepared here"

@@ -75,8 +75,11 @@ def test_hive_table_reads_and_writes_are_named_by_their_tables(completes: dict[s
 
 @pytest.mark.xfail(
     condition=_pyspark_version().startswith("3."),
-    reason="Spark 3.5: a Hive CTAS's nested InsertIntoHiveTable is not merged into its wrapper (a run of its own)",
-    strict=True,
+    reason=(
+        "Spark 3.5: a Hive CTAS's nested InsertIntoHiveTable is merged into its wrapper only when the listener"
+        " tagging executions reads the nested one before it ends, a race the listener bus decides (else a run of its own)"
+    ),
+    strict=False,
 )
 def test_one_run_per_hive_write(completes: dict[str, dict[str, Any]]) -> None:
     assert set(completes) == {

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.require import skip_or_fail
-from tests.support.spark import SCRIPT_TIMEOUT_S, file_transport_env, read_events
+from tests.support.spark import SCRIPT_TIMEOUT_S, SPARK_TEST_CONF, file_transport_env, read_events
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -41,7 +41,15 @@ def test_spark_submit_attaches_with_no_code_change(tmp_path: Path):
     env = file_transport_env(events_path, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     env["PYTHONPATH"] = os.pathsep.join([hook_dir, env["PYTHONPATH"]])
     result = subprocess.run(
-        [str(spark_submit), "--master", "local[1]", str(script), str(tmp_path / "out")],
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            "--driver-java-options",
+            SPARK_TEST_CONF["spark.driver.extraJavaOptions"],
+            str(script),
+            str(tmp_path / "out"),
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,

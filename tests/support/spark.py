@@ -23,6 +23,17 @@ import emitter
 from tests.support.paths import PROJECT_ROOT
 from tests.support.require import skip_or_fail
 
+
+def _driver_java_options() -> str:
+    """The JIT's first tier and the serial collector, and the class-data-sharing archive
+    `./run tests` made for this virtualenv's PySpark when it names one (`tests.support.spark_cds`)."""
+    options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    archive = os.environ.get("LINEAGE_TEST_SPARK_CDS", "")
+    if archive and Path(archive).is_file() and " " not in archive:
+        options += f" -XX:SharedArchiveFile={archive}"
+    return options
+
+
 SPARK_TEST_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
@@ -31,8 +42,9 @@ SPARK_TEST_CONF = {
     "spark.driver.memory": "1g",
     "spark.ui.showConsoleProgress": "false",
     # The tests start many short-lived drivers on two cores: the JIT's first tier and the serial
-    # collector spend far less CPU on them than the default optimizing JIT and parallel collector.
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    # collector spend far less CPU on them than the default optimizing JIT and parallel collector,
+    # and the classes shared from an archive need not be loaded and verified again.
+    "spark.driver.extraJavaOptions": _driver_java_options(),
 }
 SCRIPT_TIMEOUT_S = 600
 
