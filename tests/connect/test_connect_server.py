@@ -54,15 +54,7 @@ class Server:
     def __init__(self, data_dir: Path, events_path: Path) -> None:
         self.port = free_port()
         self.events_path = events_path
-        conf = {
-            "spark.master": "local[2]",
-            "spark.sql.warehouse.dir": str(data_dir / "warehouse"),
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.sql.session.timeZone": "UTC",
-            "spark.driver.memory": "1g",
-            "spark.driver.extraJavaOptions": SPARK_TEST_CONF["spark.driver.extraJavaOptions"],
-        }
+        conf = {"spark.master": "local[2]", "spark.sql.warehouse.dir": str(data_dir / "warehouse"), **SPARK_TEST_CONF}
         command = [sys.executable, "-m", "emitter", "connect-server", "--port", str(self.port)]
         for key, value in conf.items():
             command += ["--conf", f"{key}={value}"]

@@ -23,11 +23,14 @@ import emitter
 from tests.support.paths import PROJECT_ROOT
 from tests.support.require import skip_or_fail
 
+# The JIT's first tier and the serial collector (see SPARK_TEST_CONF).
+DRIVER_JIT_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def _driver_java_options() -> str:
-    """The JIT's first tier and the serial collector, and the class-data-sharing archive
-    `./run tests` made for this virtualenv's PySpark when it names one (`tests.support.spark_cds`)."""
-    options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    """DRIVER_JIT_OPTIONS, and the class-data-sharing archive `./run tests` made for this
+    virtualenv's PySpark when it names one (`tests.support.spark_cds`)."""
+    options = DRIVER_JIT_OPTIONS
     archive = os.environ.get("LINEAGE_TEST_SPARK_CDS", "")
     if archive and Path(archive).is_file() and " " not in archive:
         options += f" -XX:SharedArchiveFile={archive}"

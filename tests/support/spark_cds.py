@@ -22,12 +22,12 @@ from pathlib import Path
 JOB = """
 import sys
 import emitter
-from tests.support.spark import spark_builder
+from tests.support.spark import DRIVER_JIT_OPTIONS, spark_builder
 from pathlib import Path
 
 work = Path(sys.argv[1])
 work.mkdir(parents=True, exist_ok=True)
-options = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ArchiveClassesAtExit=" + sys.argv[2]
+options = DRIVER_JIT_OPTIONS + " -XX:ArchiveClassesAtExit=" + sys.argv[2]
 spark = spark_builder("class data sharing", work / "warehouse").config("spark.driver.extraJavaOptions", options).getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 emitter.attach(spark, {"transport": {"type": "file", "log_file_path": str(work / "events.jsonl"), "append": True}})
