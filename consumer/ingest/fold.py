@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from consumer import json_codec
-from consumer.ingest.materialize import EventRows, FieldRow
+from consumer.ingest.materialize import EventRows, FieldRow, JobRow
 from consumer.store.compressed_text import Dictionary, compress
 from consumer.store.rows import (
     DATASET_VALUES,
@@ -44,6 +44,7 @@ from consumer.store.rows import (
     lineage_hash,
     lock_id,
     next_state,
+    state_hash,
     version_content,
     version_content_hash,
 )
@@ -60,6 +61,7 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
         unique.setdefault(rows.raw.content_hash, rows)
     batch = [unique[key] for key in sorted(unique)] if by_hash else list(unique.values())
     edge_datasets = [_edge_datasets(rows) for rows in batch]  # three tables need them
+    runs = _runs(batch)
     return Folded(
         events=len(batch),
         hashes=tuple(sorted(unique)),
@@ -68,8 +70,8 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
         namespaces=_namespaces(batch, edge_datasets),
         datasets=_datasets(batch, edge_datasets),
         fields=_fields(batch),
-        jobs=_jobs(batch),
-        runs=_runs(batch),
+        jobs=_jobs(batch, runs),
+        runs=runs,
         versions=_versions(batch),
         lineage=_run_lineage(batch),
         declared=_declared_lineage(batch),
@@ -131,18 +133,30 @@ def _datasets(batch: Sequence[EventRows], edge_datasets: Sequence[set[DatasetKey
     return {key: EntityFold(merged.get(key, nothing), named[key][0], named[key][1]) for key in sorted(named)}
 
 
-def _jobs(batch: Sequence[EventRows]) -> dict[JobKey, EntityFold]:
+def _jobs(batch: Sequence[EventRows], runs: dict[str, RunFold]) -> dict[JobKey, EntityFold]:
     merged: dict[JobKey, Merged] = {}
     seen: dict[JobKey, tuple[datetime, datetime]] = {}
+    states: dict[JobKey, set[int | None]] = defaultdict(set)
     for rows in batch:
         job = rows.job
         if job is None:
             continue
         key = (job.namespace, job.name)
-        change = {column: getattr(job, column) for column in JOB_VALUES if column != "current_version"}
-        merged.setdefault(key, Merged({}, {}, {})).add(rows.event_time, {**change, "current_version": job.version}, job.facets)
+        merged.setdefault(key, Merged({}, {}, {})).add(rows.event_time, _job_values(job), job.facets)
         _widen(seen, key, rows.event_time)
-    return {key: EntityFold(merged[key], seen[key][0], seen[key][1]) for key in sorted(merged)}
+        states[key].add(runs[rows.run.uuid].job_state if rows.run else None)
+    return {key: EntityFold(merged[key], *seen[key], _uniform(states[key])) for key in sorted(merged)}
+
+
+def _job_values(job: JobRow) -> dict[str, Any]:
+    return {
+        **{column: getattr(job, column) for column in JOB_VALUES if column != "current_version"},
+        "current_version": job.version,
+    }
+
+
+def _uniform(states: set[int | None]) -> int | None:
+    return next(iter(states)) if len(states) == 1 else None
 
 
 def _runs(batch: Sequence[EventRows]) -> dict[str, RunFold]:
@@ -158,6 +172,7 @@ def _fold_run(run_events: list[EventRows]) -> RunFold:
     assert first_job is not None  # noqa: S101 - validated events have a job (narrows the type)
     state, started_at, ended_at = "NEW", None, None
     merged = Merged({}, {}, {})
+    job_states: set[int | None] = set()
     for rows in sorted(run_events, key=lambda rows: rows.event_time):
         run, job, time = rows.run, rows.job, rows.event_time
         assert run is not None and job is not None  # noqa: S101 - validated run events have a run and a job (narrows the type)
@@ -166,8 +181,11 @@ def _fold_run(run_events: list[EventRows]) -> RunFold:
             started_at = min(filter(None, (started_at, time)))
         change = {column: getattr(run, column) for column in RUN_VALUES if column != "job_version"}
         merged.add(time, {**change, "job_version": job.version}, run.facets)
+        same_job = (job.namespace, job.name) == (first_job.namespace, first_job.name)
+        job_states.add(state_hash(_job_values(job), job.facets) if same_job else None)
     times = [rows.event_time for rows in run_events]
-    return RunFold((first_job.namespace, first_job.name), state, started_at, ended_at, merged, min(times), max(times))
+    first = (first_job.namespace, first_job.name)
+    return RunFold(first, state, started_at, ended_at, merged, min(times), max(times), _uniform(job_states))
 
 
 def _fields(batch: Sequence[EventRows]) -> tuple[FieldFold, ...]:

@@ -73,7 +73,7 @@ def stale_job_keys(engine: Engine, cutoff: datetime) -> frozenset[JobKey]:
     job_ns = s.namespaces.alias("job_ns")
     with engine.connect() as conn:
         rows = conn.execute(
-            select(job_ns.c.name, s.jobs.c.name, s.jobs.c.last_seen)
+            select(job_ns.c.name, s.jobs.c.name, s.job_seen_at(s.jobs.c.last_seen))
             .join(job_ns, job_ns.c.id == s.jobs.c.namespace_id)
             .where(s.jobs.c.lineage_retired_at.is_(None))
         ).all()

@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import Connection, and_, delete, exists, func, select, text
 
+from consumer.store.confirmed_state import settle_confirmed
 from consumer.store.rows import CONTENTS_LOCK, lock_id
 from consumer.store.schema import (
     dataset_version_contents,
@@ -221,6 +222,7 @@ def _delete_runs(
     pruned.add(
         "snapshot_lineage", connection.execute(delete(snapshot_lineage).where(snapshot_lineage.c.run_id.in_(run_ids))).rowcount
     )
+    settle_confirmed(connection, job_ids)  # what the runs confirmed of their jobs' state stays
     pruned.add("runs", connection.execute(delete(runs).where(runs.c.id.in_(run_ids))).rowcount)
     # The jobs' versions no run ran any more and that are neither current nor declared.
     jv = job_versions.c

@@ -140,6 +140,24 @@ class Merged:
         newest = max(self.times.values(), default=None)
         return None if newest is None else unstamp(newest)
 
+    def state(self) -> int:
+        """state_hash of the merged values and facets."""
+        return state_hash(self.values, self.facets)
+
+
+def state_hash(values: Mapping[str, Any], facets: Facets) -> int:
+    """A job's non-null values and facets as a signed 64-bit number (`jobs.state_hash`,
+    `runs.job_state`): equal states, equal numbers, whatever the order of their keys."""
+    digest = hashlib.blake2b(digest_size=8)
+    for key in sorted(values):
+        if values[key] is not None:
+            digest.update(repr((key, values[key])).encode())
+    for key in sorted(facets):
+        if facets[key] != json_codec.NULL:
+            digest.update(repr((key, len(facets[key]))).encode())
+            digest.update(facets[key])
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
 
 def keeps_stored_facets(stored_times: Mapping[str, str] | None, batch: Merged) -> bool:
     """Whether a stored facet survives merging `batch` into its row: one the batch does not carry
@@ -152,11 +170,14 @@ def keeps_stored_facets(stored_times: Mapping[str, str] | None, batch: Merged) -
 
 class EntityFold(NamedTuple):
     """A dataset or job in the batch: its own events' merged values, and the first and last time
-    an event named it (its own events, or, for a dataset, column-lineage edges naming it)."""
+    an event named it (its own events, or, for a dataset, column-lineage edges naming it). A job's
+    `state`: the state_hash every one of its events asserted, when each belongs to a run whose
+    events all asserted it (RunFold.job_state); else None."""
 
     merged: Merged
     first_named: datetime
     last_named: datetime
+    state: int | None = None
 
 
 class RunFold(NamedTuple):
@@ -167,6 +188,9 @@ class RunFold(NamedTuple):
     merged: Merged
     created_at: datetime
     updated_at: datetime
+    # The state_hash of the job values and facets every event of the run asserted, when all
+    # named the run's job and asserted the same; else None.
+    job_state: int | None = None
 
 
 # The many-row tables' rows are plain tuples: a batch has thousands, and a worker process pickles

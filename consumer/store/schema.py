@@ -35,9 +35,13 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    type_coerce,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import ReturnTypeFromArgs
 
 from consumer import json_codec
 from consumer.store.compressed_text import compress_facets, decompress_facets
@@ -150,6 +154,10 @@ jobs = Table(
     Column("last_seen", Time, nullable=False),
     # Set when the sweep retired the job's table lineage; cleared when the job is seen again.
     Column("lineage_retired_at", Time),
+    # rows.state_hash of the values and facets as last written. A batch whose every event of the
+    # job belongs to a run that asserted exactly this state leaves the row as it is: such runs
+    # (runs.job_state = state_hash) carry the times the row would have taken (job_seen_at).
+    Column("state_hash", BigInteger),
     UniqueConstraint("namespace_id", "name", name="uq_jobs_namespace_name"),
 )
 
@@ -263,7 +271,10 @@ runs = Table(
     Column("merged_at", Json),
     Column("created_at", Time, nullable=False),
     Column("updated_at", Time, nullable=False),
+    # rows.RunFold.job_state: the job state all the run's events asserted (None: not all the same).
+    Column("job_state", BigInteger),
     Index("ix_runs_job_created", "job_id", "created_at"),
+    Index("ix_runs_job_state", "job_id", "job_state", "updated_at"),
     Index("ix_runs_parent", "parent_run_uuid"),
     Index("ix_runs_job_version", "job_version_id", "created_at"),
     UniqueConstraint("job_id", "run_seq", name="uq_runs_job_seq"),
@@ -290,6 +301,37 @@ def latest_run(job_id: Any, column: str = "id", *, versioned: bool = False, fini
         .correlate_except(latest)
         .scalar_subquery()
     )
+
+
+def confirmed_until(job_id: Any, state: Any) -> Any:
+    """The latest time a run of the job asserted `state` (runs.job_state), as a scalar subquery
+    over `ix_runs_job_state`; NULL when none did."""
+    confirming = runs.alias()
+    return (
+        select(func.max(confirming.c.updated_at))
+        .where(confirming.c.job_id == job_id, confirming.c.job_state == state)
+        .correlate_except(confirming)
+        .scalar_subquery()
+    )
+
+
+def job_seen_at(stored: Any) -> Any:
+    """A job's `updated_at` or `last_seen` (the `stored` column) as answered: the stored time, or
+    the latest time of a run that asserted the job's stored state, if later (such a run's batch
+    may have left the job's row as it was, jobs.state_hash)."""
+    return type_coerce(_greatest(stored, func.coalesce(confirmed_until(jobs.c.id, jobs.c.state_hash), stored)), Time)
+
+
+class _greatest(ReturnTypeFromArgs[Any]):  # noqa: N801 - an SQL function's name
+    """The largest of its arguments: GREATEST on PostgreSQL, the many-argument max() on SQLite."""
+
+    name = "greatest"
+    inherit_cache = True
+
+
+@compiles(_greatest, "sqlite")
+def _greatest_on_sqlite(element: _greatest, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"max({compiler.process(element.clauses, **kw)})"
 
 
 # What a job does, stored once per distinct content: the datasets one run of it (or one JobEvent)

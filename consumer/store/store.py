@@ -27,6 +27,7 @@ from consumer.store.schema import (
     dataset_versions,
     datasets,
     job_io,
+    job_seen_at,
     job_versions,
     jobs,
     latest_run,
@@ -268,7 +269,7 @@ class Store:
         cutoff = now - retire_after
         with self.writing() as connection:
             candidates = connection.execute(
-                select(jobs.c.id, jobs.c.name, jobs.c.last_seen)
+                select(jobs.c.id, jobs.c.name, job_seen_at(jobs.c.last_seen).label("last_seen"))
                 .join_from(jobs, runs, runs.c.id == latest_run(jobs.c.id))
                 .where(jobs.c.lineage_retired_at.is_(None), runs.c.state.in_(sorted(TERMINAL_STATES)))
             ).all()

@@ -27,6 +27,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer import json_codec
 from consumer.store.bulk import execute_many, overlapped
+from consumer.store.confirmed_state import confirm, confirmed_times
 from consumer.store.rows import (
     CONTENTS_LOCK,
     DATASET_VALUES,
@@ -117,6 +118,10 @@ def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], b
     merged = Merged(values, facets, times)
     merged.absorb(batch)
     return merged
+
+
+def _without_facets(table: Table) -> list[Any]:
+    return [column for column in table.c if column.name != "facets"]
 
 
 def _top_of_other_runs(column: str, leaving_out: Sequence[str]) -> Any:
@@ -263,13 +268,18 @@ class _BatchWriter:
         return found
 
     def _stored_for_merge(
-        self, table: Table, key_columns: list[Any], incoming: Mapping[Any, Merged]
+        self,
+        table: Table,
+        key_columns: list[Any],
+        incoming: Mapping[Any, Merged],
+        found: dict[Any, dict[str, Any]] | None = None,
     ) -> dict[Any, dict[str, Any]]:
-        """Stored rows by natural key, to merge the batch's `incoming` values per key into. A row's
-        facets (large JSON: schemas, column lineage) are read only where one of its stored facets
-        outlives the batch; where the batch carries a newer value of every one, the merge needs
-        none of them."""
-        found = self._existing(table, key_columns, list(incoming), [column for column in table.c if column.name != "facets"])
+        """Stored rows by natural key (those `found` already, if given), to merge the batch's
+        `incoming` values per key into. A row's facets (large JSON: schemas, column lineage) are
+        read only where one of its stored facets outlives the batch; where the batch carries a
+        newer value of every one, the merge needs none of them."""
+        if found is None:
+            found = self._existing(table, key_columns, list(incoming), _without_facets(table))
         kept = sorted(row["id"] for key, row in found.items() if keeps_stored_facets(row["merged_at"], incoming[key]))
         facets: dict[int, Any] = {}
         for chunk in _chunks(kept):
@@ -410,17 +420,27 @@ class _BatchWriter:
 
     def jobs(self, folded: Folded, namespace_ids: dict[str, int]) -> tuple[dict[tuple[str, str], int], set[int]]:
         """The batch's jobs' ids, and those of the ones whose lineage had been retired (seen again
-        now: their current lineage is written again)."""
+        now: their current lineage is written again). A job whose events all belong to runs that
+        asserted exactly its stored state keeps its row as it is (_unchanged_jobs); before any
+        other write of a job, what such runs confirmed is merged into its row (consumer.store.confirmed_state)."""
         if not folded.jobs:
             return {}, set()
+        incoming = {(namespace_ids[namespace], name): fold.merged for (namespace, name), fold in folded.jobs.items()}
+        stored = self._existing(jobs, [jobs.c.namespace_id, jobs.c.name], list(incoming), _without_facets(jobs))
+        unchanged = self._unchanged_jobs(folded, namespace_ids, stored)
+        changing = {key: row for key, row in stored.items() if key not in unchanged}
+        confirmed = confirmed_times(self.connection, [row["id"] for row in changing.values()])
+        for row in changing.values():
+            if row["id"] in confirmed:
+                confirm(row, confirmed[row["id"]])
         existing = self._stored_for_merge(
-            jobs,
-            [jobs.c.namespace_id, jobs.c.name],
-            {(namespace_ids[namespace], name): fold.merged for (namespace, name), fold in folded.jobs.items()},
+            jobs, [jobs.c.namespace_id, jobs.c.name], {key: incoming[key] for key in changing}, changing
         )
         values = []
         for (namespace, name), fold in folded.jobs.items():
             key = (namespace_ids[namespace], name)
+            if key in unchanged:
+                continue
             current = existing.get(key)
             merged = _merged_with_stored(current, JOB_VALUES, fold.merged)
             times = [fold.first_named, fold.last_named, *([current["created_at"], current["last_seen"]] if current else [])]
@@ -431,6 +451,7 @@ class _BatchWriter:
                     **{column: merged.values.get(column) for column in JOB_VALUES},
                     "facets": json_codec.object_of(merged.facets),
                     "merged_at": merged.times,
+                    "state_hash": merged.state(),
                     "created_at": min(times),
                     "updated_at": max(times),
                     "last_seen": max(times),
@@ -438,8 +459,39 @@ class _BatchWriter:
                 }
             )
         ids = self._upsert(jobs, ["namespace_id", "name"], values)
+        ids.update({key: stored[key]["id"] for key in unchanged})
         retired = {row["id"] for row in existing.values() if row["lineage_retired_at"] is not None}
         return {(namespace, name): ids[(namespace_ids[namespace], name)] for namespace, name in folded.jobs}, retired
+
+    def _unchanged_jobs(
+        self, folded: Folded, namespace_ids: dict[str, int], stored: Mapping[tuple[int, str], Mapping[str, Any]]
+    ) -> set[tuple[int, str]]:
+        """The stored jobs (by natural key) the batch leaves as they are: every event of the job
+        belongs to a run that asserted exactly the stored state (EntityFold.state), and to no run
+        stored before with another job or state; none is older than the job; its lineage is not
+        retired. Such runs' times are what the row would have taken (schema.job_seen_at)."""
+        candidates: dict[JobKey, Mapping[str, Any]] = {}
+        for job, fold in folded.jobs.items():
+            row = stored.get((namespace_ids[job[0]], job[1]))
+            if (
+                row is not None
+                and fold.state is not None
+                and fold.state == row["state_hash"]
+                and row["lineage_retired_at"] is None
+                and fold.first_named >= row["created_at"]
+            ):
+                candidates[job] = row
+        if not candidates:
+            return set()
+        their_runs = sorted(uuid for uuid, run in folded.runs.items() if run.job in candidates)
+        blocked = set()
+        for chunk in _chunks(their_runs):
+            query = select(runs.c.uuid, runs.c.job_id, runs.c.job_state).where(runs.c.uuid.in_(chunk))
+            for uuid, job_id, job_state in self.connection.execute(query):
+                row = candidates[folded.runs[uuid].job]
+                if (job_id, job_state) != (row["id"], row["state_hash"]):
+                    blocked.add(folded.runs[uuid].job)
+        return {(namespace_ids[job[0]], job[1]) for job in candidates if job not in blocked}
 
     def runs(self, folded: Folded, job_ids: dict[tuple[str, str], int]) -> tuple[dict[str, int], dict[str, int], set[int]]:
         """Upsert the batch's runs, each pointing to the job version it ran; their ids, numbers, and
@@ -457,6 +509,10 @@ class _BatchWriter:
             current = existing.get(run_uuid)
             # A new run takes a free, provisional number; _number_runs puts every run in its place.
             run_seq = current["run_seq"] if current else _PROVISIONAL_SEQ - len(values)
+            # The job state its events asserted is kept while every event asserts the same one, of its job.
+            job_state = fold.job_state if run_job_ids[run_uuid] == job_ids[fold.job] else None
+            if current is not None and current["job_state"] != job_state:
+                job_state = None
             values.append(
                 {
                     "uuid": run_uuid,
@@ -464,6 +520,7 @@ class _BatchWriter:
                     "run_seq": run_seq,
                     "job_version_id": version_ids.get(run_uuid, stored_versions.get(run_uuid)),
                     **_run_values(current, fold),
+                    "job_state": job_state,
                 }
             )
         placed = self._appended_numbers(values, existing)

@@ -341,3 +341,36 @@ def test_on_postgresql_a_prune_waits_for_the_writers_of_what_it_deletes(postgres
     assert not pruning.is_alive() and _counts(store)[pruned_table] < before
     writer.dispose()
     store.dispose()
+
+
+def test_a_pruned_run_that_left_its_job_row_as_it_was_keeps_its_time_in_the_job(store: Store) -> None:
+    """A long run that asserted its job's stored state (so its batch left the job's row as it
+    was) ended after a later-started one: pruning it (only the job's latest-started run is kept)
+    leaves the job's answers with its end."""
+    from consumer.query.marquez.catalog import get_job
+
+    def event(run: str, hours: int, event_type: str) -> dict[str, Any]:
+        return {
+            "eventType": event_type,
+            "eventTime": (BASE_TIME + timedelta(hours=hours)).isoformat(),
+            "producer": "https://example.com/retention-test",
+            "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+            "run": {"runId": run},
+            "job": {"namespace": "retention", "name": "long_job"},
+            "inputs": [],
+            "outputs": [],
+        }
+
+    first, long, short = (f"00000000-0000-4000-8000-00000000000{n}" for n in (1, 2, 3))
+    for batch in (
+        [event(first, 0, "START")],
+        [event(first, 1, "COMPLETE"), event(long, 2, "START")],
+        [event(short, 3, "START"), event(short, 4, "COMPLETE")],
+        [event(long, 9, "COMPLETE")],
+    ):
+        write_events(store, batch)
+    ended = get_job(store, "retention", "long_job")["updatedAt"]
+    assert ended.startswith((BASE_TIME + timedelta(hours=9)).isoformat()[:19])
+    pruned = store.prune(RETENTION, BASE_TIME + timedelta(hours=10) + RETENTION)
+    assert pruned.rows["runs"] == 2  # the first and the long one
+    assert get_job(store, "retention", "long_job")["updatedAt"] == ended

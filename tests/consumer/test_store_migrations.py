@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
+import uuid
+from datetime import datetime, timedelta
 
 from alembic import command
 from alembic.autogenerate import compare_metadata
@@ -74,8 +75,8 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
     for version, expected in (
-        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]),
-        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]),
+        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]),
+        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]),
     ):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
@@ -119,7 +120,7 @@ def test_column_lineage_keeps_its_rows_when_its_constraints_go_and_come_back(sto
     assert _rows(store, query) == written and _foreign_keys(store_url) == 0
     _move(store, command.downgrade, "0005")
     assert _rows(store, query) == written and _foreign_keys(store_url) == 6
-    assert migrate(store.engine) == ["0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]
+    assert migrate(store.engine) == ["0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]
     assert _schema_differences(store_url) == []
     store.dispose()
 
@@ -148,7 +149,7 @@ def test_raw_events_are_compressed_in_place_and_every_answer_stays_the_same(stor
         json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False) for line in demo
     )
 
-    assert migrate(store.engine) == ["0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014"]
+    assert migrate(store.engine) == ["0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]
     assert _schema_differences(store_url) == []
     assert dump(store) == derived
     stored = _rows(store, "SELECT payload FROM lineage_events")
@@ -205,7 +206,7 @@ def test_dataset_version_contents_are_moved_in_place_and_every_answer_stays_the_
     _move(store, command.downgrade, "0007")
     assert _rows(store, "SELECT count(*) FROM dataset_versions WHERE fields IS NOT NULL")[0][0] > 0
 
-    assert migrate(store.engine) == ["0008", "0009", "0010", "0011", "0012", "0013", "0014"]
+    assert migrate(store.engine) == ["0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived
@@ -244,7 +245,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0014"
+    assert head_revision() == "0015"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():
@@ -283,7 +284,7 @@ def test_job_versions_are_made_in_place_and_every_answer_stays_the_releases(stor
 
     _move(store, command.downgrade, "0009")
     assert "job_version_id" not in {column["name"] for column in inspect(store.engine).get_columns("runs")}
-    assert migrate(store.engine) == ["0010", "0011", "0012", "0013", "0014"]
+    assert migrate(store.engine) == ["0010", "0011", "0012", "0013", "0014", "0015"]
     assert _schema_differences(store_url) == []
     assert _answer_digests(store) == digests
     assert dump(store) == derived
@@ -324,7 +325,7 @@ def test_per_run_facets_are_compressed_in_place_and_every_answer_stays_the_same(
     assert {row[0] for row in _rows(store, f"SELECT DISTINCT {kind} FROM runs")} == {"text" if "sqlite" in store_url else "jsonb"}
     as_json = _facet_bytes(store)
 
-    assert migrate(store.engine) == ["0013", "0014"]
+    assert migrate(store.engine) == ["0013", "0014", "0015"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived
@@ -349,7 +350,7 @@ def test_run_states_and_latest_run_ids_go_in_place_and_every_answer_stays_the_sa
     latest = "SELECT count(*) FROM jobs j WHERE latest_run_id IS NOT NULL"
     assert _rows(store, latest)[0][0] == _rows(store, "SELECT count(DISTINCT job_id) FROM runs")[0][0] > 0
 
-    assert migrate(store.engine) == ["0014"]
+    assert migrate(store.engine) == ["0014", "0015"]
     assert _schema_differences(store_url) == []
     assert "run_states" not in inspect(store.engine).get_table_names()
     if store.engine.dialect.name == "sqlite":  # the table definition edited in place reads back whole
@@ -401,3 +402,54 @@ def test_the_facets_dictionary_is_the_one_stored_frames_were_made_with():
     assert (
         hashlib.sha256(FACETS_DICTIONARY.data).hexdigest() == "0eaa8cd205338a33309a4e3cb190e4894a0afe2781667fff4205eb623e999fdc"
     )
+
+
+def _run_again(events: list[dict], days: int) -> list[dict]:
+    """The same events `days` later, each run under a new id (parents followed): a scheduled rerun."""
+    text_of = json.dumps(events)
+    for run_id in {event["run"]["runId"] for event in events if "run" in event}:
+        text_of = text_of.replace(run_id, str(uuid.uuid5(uuid.NAMESPACE_URL, f"{run_id}/{days}")))
+    again = json.loads(text_of)
+    for event in again:
+        event["eventTime"] = (datetime.fromisoformat(event["eventTime"]) + timedelta(days=days)).isoformat()
+    return again
+
+
+def test_jobs_left_as_they_were_keep_their_answers_through_the_downgrade_and_upgrade(store_url):
+    """Reruns that asserted their jobs' stored state left those rows as they were (their times are
+    read from the runs): the downgrade to 0014 writes those times into the rows, and the upgrade
+    again changes no answer."""
+    from tests.consumer.helpers import dump
+
+    store = open_store(store_url)
+    demo = [json.loads(line) for line in DEMO_EVENTS.read_text().splitlines() if line.strip()]
+    write_events(store, demo)
+    for days in (1, 2):
+        write_events(store, _run_again(demo, days))
+    # Every event of the demo belongs to a run of its job: a job was last seen when its latest run was.
+    latest_run = "(SELECT max(r.updated_at) FROM runs r WHERE r.job_id = j.id)"
+    behind = f"SELECT count(*) FROM jobs j WHERE last_seen < {latest_run}"
+    assert _rows(store, behind)[0][0] > 0  # some rows were left as they were
+    before, derived = _answers(store), dump(store)
+    last_event = {}
+    for event in demo + _run_again(demo, 2):
+        key = (event["job"]["namespace"], event["job"]["name"])
+        last_event[key] = max(last_event.get(key, event["eventTime"]), event["eventTime"], key=datetime.fromisoformat)
+    answered = {
+        (job["namespace"], job["name"]): job["updatedAt"]
+        for key, jobs in before.items()
+        if key.startswith("jobs ")
+        for job in jobs["jobs"]
+    }
+    assert {key: datetime.fromisoformat(at) for key, at in answered.items()} == {
+        key: datetime.fromisoformat(at) for key, at in last_event.items()
+    }
+
+    _move(store, command.downgrade, "0014")
+    assert _rows(store, f"SELECT count(*) FROM jobs j WHERE last_seen <> {latest_run} OR updated_at <> {latest_run}") == [(0,)]
+
+    assert migrate(store.engine) == ["0015"]
+    assert _schema_differences(store_url) == []
+    assert _answers(store) == before
+    assert dump(store) == derived
+    store.dispose()

@@ -147,6 +147,7 @@ def full_dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     """Every derived table, every column; ids replaced by the natural key of the row they point to."""
     with store.engine.connect() as connection:
         rows = {table.name: [dict(row) for row in connection.execute(select(table)).mappings()] for table in DERIVED_TABLES}
+    rows["jobs"] = [_as_answered(job, rows["runs"]) for job in rows["jobs"]]
     keys: dict[str, dict[int, Any]] = {"namespaces": {r["id"]: r["name"] for r in rows["namespaces"]}}
     for name in ("datasets", "jobs"):
         keys[name] = {r["id"]: (keys["namespaces"][r["namespace_id"]], r["name"]) for r in rows[name]}
@@ -186,6 +187,20 @@ def full_dump(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     return dumped
 
 
+def _as_answered(job: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A job row with what its runs confirmed of its stored state merged in (the clocks and last
+    times a batch that left the row as it was did not write), without the state's hash: what
+    the row holds whichever batches wrote it."""
+    confirmed = [r["updated_at"] for r in runs if r["job_id"] == job["id"] and r["job_state"] == job["state_hash"]]
+    answered = {column: value for column, value in job.items() if column != "state_hash"}
+    if job["state_hash"] is not None and confirmed:
+        at = max(confirmed)
+        stamped = at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        answered["merged_at"] = {key: max(clock, stamped) for key, clock in (job["merged_at"] or {}).items()}
+        answered["updated_at"], answered["last_seen"] = max(job["updated_at"], at), max(job["last_seen"], at)
+    return answered
+
+
 def _natural(keys: dict[str, dict[int, Any]], table: str | None, value: Any) -> Any:
     return value if table is None or value is None else keys[table][value]
 
@@ -217,6 +232,10 @@ def stores(store_url):  # type: ignore[no-untyped-def]
 @PROPERTY_SETTINGS
 @given(scenario=_scenario())
 def test_any_order_batching_and_writers_converge_to_the_in_order_store(stores, scenario):
+    _assert_converges(stores, scenario)
+
+
+def _assert_converges(stores: list[Store], scenario: tuple[list[dict[str, Any]], list[list[dict[str, Any]]], bool]) -> None:
     events, batches, two_writers = scenario
     first, second = stores
     _reset(first)
@@ -293,3 +312,118 @@ def test_the_convergence_check_fails_a_store_that_keeps_an_edge_a_new_version_dr
 
     monkeypatch.setattr(writer._BatchWriter, "_edge_changes", keeps_dropped_edges)
     assert _written_in_order(first, [older, newer]) != expected
+
+
+def _scheduled_event(run: int, minute: int, event_type: str, state: int) -> dict[str, Any]:
+    """An event of a scheduled job: the same inputs and outputs every run, its job facets one of
+    two `state`s (a documentation facet)."""
+    return {
+        "eventType": event_type,
+        "eventTime": (BASE + timedelta(minutes=minute)).isoformat().replace("+00:00", "Z"),
+        "producer": PRODUCER,
+        "schemaURL": "https://openlineage.io/spec/2-0-2/OpenLineage.json#/$defs/RunEvent",
+        "run": {"runId": RUN_IDS[0][run]},
+        "job": {"namespace": "spark", "name": JOBS[0], "facets": {"documentation": {"description": f"state {state}"}}},
+        "inputs": [_dataset(0, 0, None, None)],
+        "outputs": [_dataset(2, 0, run, 0)],
+    }
+
+
+@st.composite
+def _scheduled_scenario(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]], bool]:
+    """Runs of one scheduled job (START and COMPLETE each), now and then asserting another state
+    than the rest: the batches that leave the job's row as it is, and the late events that must
+    still lose to what those runs confirmed."""
+    events = []
+    for run in range(4):
+        start, state = run * 10 + draw(st.integers(0, 3)), draw(st.sampled_from((0, 0, 1)))
+        for offset, event_type in enumerate(("START", "COMPLETE")):
+            changes = draw(st.integers(0, 5)) == 0  # now and then a run's events disagree
+            events.append(_scheduled_event(run, start + offset * 2, event_type, 1 - state if changes else state))
+    shuffled = draw(st.permutations(events + draw(st.lists(st.sampled_from(events), max_size=2))))
+    cuts = sorted(draw(st.lists(st.integers(1, len(shuffled)), max_size=5, unique=True)))
+    batches = [shuffled[a:b] for a, b in zip([0, *cuts], [*cuts, len(shuffled)], strict=True) if a < b]
+    return sorted(events, key=lambda event: event["eventTime"]), batches, draw(st.booleans())
+
+
+@PROPERTY_SETTINGS
+@given(scenario=_scheduled_scenario())
+def test_scheduled_runs_in_any_order_batching_and_writers_converge_to_the_in_order_store(stores, scenario):
+    _assert_converges(stores, scenario)
+
+
+def _job_rows_written(store: Store, events: list[dict[str, Any]]) -> list[int]:
+    """Write each event as a batch of its own; per batch, whether it wrote the job's row (1/0)."""
+    written = []
+    for event in events:
+        with store.engine.connect() as connection:
+            before = connection.execute(select(s.jobs.c.merged_at, s.jobs.c.last_seen)).all()
+        _write(store, [event])
+        with store.engine.connect() as connection:
+            written.append(int(connection.execute(select(s.jobs.c.merged_at, s.jobs.c.last_seen)).all() != before))
+    return written
+
+
+def test_a_run_that_asserts_the_stored_job_state_leaves_the_job_row_as_it_is(stores):
+    """Every event after the first asserts the state the first left: none writes the job row, and the
+    job's answers still give their times."""
+    from consumer.query.db import iso
+    from consumer.query.marquez.catalog import get_job
+
+    first = stores[0]
+    _reset(first)
+    runs = [
+        _scheduled_event(run, run * 10 + offset, event_type, 0)
+        for run in range(3)
+        for offset, event_type in ((0, "START"), (2, "COMPLETE"))
+    ]
+    assert _job_rows_written(first, runs) == [1, 0, 0, 0, 0, 0]
+    assert get_job(first, "spark", JOBS[0])["updatedAt"] == iso(BASE + timedelta(minutes=22))
+
+
+def test_the_convergence_check_fails_a_store_that_forgets_what_unwritten_runs_confirmed(stores, monkeypatch):
+    """A run that left the job's row as it was confirmed its state at its time: a writer that does
+    not merge that in before the next write lets an older event of another state win."""
+    from consumer.store import writer
+
+    first = stores[0]
+    events = [
+        _scheduled_event(0, 0, "COMPLETE", 0),
+        _scheduled_event(1, 30, "COMPLETE", 0),  # leaves the row as it is
+        _scheduled_event(2, 20, "COMPLETE", 1),  # older than the run above: state 0 stays
+    ]
+    expected = _written_in_order(first, sorted(events, key=lambda event: event["eventTime"]))
+    assert _written_in_order(first, events) == expected
+
+    monkeypatch.setattr(writer, "confirm", lambda job, at: None)
+    assert _written_in_order(first, events) != expected
+
+
+def test_the_convergence_check_fails_a_store_that_leaves_a_job_row_for_a_run_that_asserted_another_state(stores, monkeypatch):
+    """A run whose earlier event asserted another state no longer confirms any one state: a writer
+    that leaves the job's row as it is for its later event loses that event's time."""
+    from consumer.store import writer
+
+    first = stores[0]
+    events = [
+        _scheduled_event(0, 0, "COMPLETE", 0),
+        _scheduled_event(1, 10, "START", 0),
+        _scheduled_event(2, 20, "COMPLETE", 1),
+        _scheduled_event(1, 30, "COMPLETE", 1),
+    ]
+    expected = _written_in_order(first, events)
+    assert _written_in_order(first, list(reversed(events))) == expected
+
+    unchanged = writer._BatchWriter._unchanged_jobs
+
+    def ignores_stored_runs(self: Any, folded: Any, namespace_ids: Any, stored: Any) -> Any:
+        keys = {(namespace_ids[job[0]], job[1]): job for job in folded.jobs}
+        folds = {
+            key: fold
+            for key, fold in ((key, folded.jobs[job]) for key, job in keys.items())
+            if key in stored and fold.state == stored[key]["state_hash"] and stored[key]["lineage_retired_at"] is None
+        }
+        return set(folds) | unchanged(self, folded, namespace_ids, stored)
+
+    monkeypatch.setattr(writer._BatchWriter, "_unchanged_jobs", ignores_stored_runs)
+    assert _written_in_order(first, events) != expected

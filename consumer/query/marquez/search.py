@@ -55,10 +55,14 @@ def _search_part(kind: str, table: Any, matches: Any, namespace: str | None) -> 
     if table is s.datasets:
         conditions.append(table.c.is_deleted.is_(False))
     return (
-        select(literal(kind).label("type"), table.c.name, table.c.updated_at, s.namespaces.c.name.label("namespace"))
+        select(literal(kind).label("type"), table.c.name, _updated_at(table), s.namespaces.c.name.label("namespace"))
         .join(s.namespaces, s.namespaces.c.id == table.c.namespace_id)
         .where(*conditions)
     )
+
+
+def _updated_at(table: Any) -> Any:
+    return s.job_seen_at(table.c.updated_at).label("updated_at") if table is s.jobs else table.c.updated_at
 
 
 # Marquez indexes the last event's type; our runs keep the state that event left behind.
