@@ -46,15 +46,19 @@ def settle_confirmed(connection: Connection, job_id_list: Sequence[int] | None =
     """Write into the jobs' rows (default: every job's) what their runs confirmed; rows changed."""
     if job_id_list is None:
         job_id_list = list(connection.execute(select(jobs.c.id).where(jobs.c.state_hash.is_not(None))).scalars())
-    confirmed = confirmed_times(connection, job_id_list)
+    columns = (jobs.c.id, jobs.c.merged_at, jobs.c.updated_at, jobs.c.last_seen)
+    confirmed = confirmed_until(jobs.c.id, jobs.c.state_hash).label("confirmed")
     changed = []
-    for start in range(0, len(confirmed), _CHUNK):
-        chunk = sorted(confirmed)[start : start + _CHUNK]
-        columns = (jobs.c.id, jobs.c.merged_at, jobs.c.updated_at, jobs.c.last_seen)
-        for row in connection.execute(select(*columns).where(jobs.c.id.in_(chunk))).mappings():
-            job = dict(row)
-            confirm(job, confirmed[row["id"]])
-            if job != dict(row):
+    for start in range(0, len(job_id_list), _CHUNK):
+        chunk = sorted(job_id_list[start : start + _CHUNK])
+        query = select(*columns, confirmed).where(jobs.c.id.in_(chunk), jobs.c.state_hash.is_not(None))
+        for row in connection.execute(query).mappings():
+            if row["confirmed"] is None:
+                continue
+            stored = {column.name: row[column.name] for column in columns}
+            job = dict(stored)
+            confirm(job, row["confirmed"])
+            if job != stored:
                 changed.append(
                     {"job": job["id"], "clocks": job["merged_at"], "updated": job["updated_at"], "seen": job["last_seen"]}
                 )

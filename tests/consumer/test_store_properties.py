@@ -20,6 +20,7 @@ from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import validate
 from consumer.store import open_store
 from consumer.store import schema as s
+from consumer.store.rows import stamp
 from consumer.store.store import DERIVED_TABLES, Store
 
 BASE = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -195,7 +196,7 @@ def _as_answered(job: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, A
     answered = {column: value for column, value in job.items() if column != "state_hash"}
     if job["state_hash"] is not None and confirmed:
         at = max(confirmed)
-        stamped = at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        stamped = stamp(at)
         answered["merged_at"] = {key: max(clock, stamped) for key, clock in (job["merged_at"] or {}).items()}
         answered["updated_at"], answered["last_seen"] = max(job["updated_at"], at), max(job["last_seen"], at)
     return answered

@@ -19,6 +19,8 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from tests.support.paths import PROJECT_ROOT
+
 JOB = """
 import sys
 import emitter
@@ -67,10 +69,9 @@ def ensure_archive(archive: Path) -> None:
     with tempfile.TemporaryDirectory() as work:
         partial = archive.with_name(archive.name + ".partial")
         partial.unlink(missing_ok=True)
-        project = Path(__file__).resolve().parents[2]
         made = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(JOB), work, str(partial)],
-            cwd=project,
+            cwd=PROJECT_ROOT,
             capture_output=True,
             text=True,
             timeout=600,
