@@ -15,9 +15,7 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, select, update
 
 from consumer.store.rows import stamp
-from consumer.store.schema import confirmed_until, jobs
-
-_CHUNK = 500
+from consumer.store.schema import chunks, confirmed_until, jobs
 
 
 def confirm(job: dict[str, Any], at: datetime) -> None:
@@ -33,8 +31,7 @@ def confirm(job: dict[str, Any], at: datetime) -> None:
 def confirmed_times(connection: Connection, job_id_list: Sequence[int]) -> dict[int, datetime]:
     """Per job, the latest time a run asserted its stored state, where one did."""
     found: dict[int, datetime] = {}
-    for start in range(0, len(job_id_list), _CHUNK):
-        chunk = sorted(job_id_list[start : start + _CHUNK])
+    for chunk in chunks(sorted(job_id_list)):
         query = select(jobs.c.id, confirmed_until(jobs.c.id, jobs.c.state_hash)).where(
             jobs.c.id.in_(chunk), jobs.c.state_hash.is_not(None)
         )
@@ -49,8 +46,7 @@ def settle_confirmed(connection: Connection, job_id_list: Sequence[int] | None =
     columns = (jobs.c.id, jobs.c.merged_at, jobs.c.updated_at, jobs.c.last_seen)
     confirmed = confirmed_until(jobs.c.id, jobs.c.state_hash).label("confirmed")
     changed = []
-    for start in range(0, len(job_id_list), _CHUNK):
-        chunk = sorted(job_id_list[start : start + _CHUNK])
+    for chunk in chunks(sorted(job_id_list)):
         query = select(*columns, confirmed).where(jobs.c.id.in_(chunk), jobs.c.state_hash.is_not(None))
         for row in connection.execute(query).mappings():
             if row["confirmed"] is None:

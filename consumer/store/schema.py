@@ -10,9 +10,9 @@ compressed: CompressedJson).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -89,6 +89,16 @@ class UtcDateTime(TypeDecorator[datetime]):
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         return None if value is None else _as_utc(value)
+
+
+CHUNK = 500  # ids per IN list, rows per statement of a batch: bounded statements on both databases
+Item = TypeVar("Item")
+
+
+def chunks(items: Sequence[Item], size: int = CHUNK) -> Iterator[Sequence[Item]]:
+    """`items` in consecutive slices of at most `size`."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _as_utc(value: datetime) -> datetime:

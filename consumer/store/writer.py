@@ -18,7 +18,7 @@ rows sorted by key, so row locks are taken in one order too: no deadlocks, no lo
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime, timezone
 from typing import Any
 
@@ -52,6 +52,7 @@ from consumer.store.rows import (
     stamp,
 )
 from consumer.store.schema import (
+    chunks,
     column_lineage,
     column_lineage_of_jobs,
     dataset_fields,
@@ -69,7 +70,6 @@ from consumer.store.schema import (
     snapshot_lineage,
 )
 
-CHUNK = 500
 BATCH_WORK_MEM = "64MB"
 # Below any number _number_runs uses while it renumbers (it passes through -1, -2, ...).
 _PROVISIONAL_SEQ = -1_000_000_000
@@ -96,11 +96,6 @@ def write_batch(
             folded = refold(fresh)
     writer.derived(folded, store_raw=store_raw)
     return folded.events
-
-
-def _chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), CHUNK):
-        yield items[start : start + CHUNK]
 
 
 def _merged_with_stored(row: Mapping[str, Any] | None, columns: Sequence[str], batch: Merged) -> Merged:
@@ -192,7 +187,7 @@ class _BatchWriter:
     def not_stored(self, hashes: Sequence[str]) -> set[str]:
         """The hashes of the batch's events whose raw event is not stored yet."""
         stored: set[str] = set()
-        for chunk in _chunks(sorted(hashes)):
+        for chunk in chunks(sorted(hashes)):
             stored.update(
                 self.connection.execute(
                     select(lineage_events.c.content_hash).where(lineage_events.c.content_hash.in_(chunk))
@@ -255,7 +250,7 @@ class _BatchWriter:
         `a IN (..) AND b IN (..)` and filtered here: PostgreSQL plans row-value IN lists poorly."""
         found: dict[Any, dict[str, Any]] = {}
         wanted = set(keys)
-        for chunk in _chunks(sorted(wanted)):
+        for chunk in chunks(sorted(wanted)):
             if len(key_columns) == 1:
                 condition = key_columns[0].in_(chunk)
             else:
@@ -282,7 +277,7 @@ class _BatchWriter:
             found = self._existing(table, key_columns, list(incoming), _without_facets(table))
         kept = sorted(row["id"] for key, row in found.items() if keeps_stored_facets(row["merged_at"], incoming[key]))
         facets: dict[int, Any] = {}
-        for chunk in _chunks(kept):
+        for chunk in chunks(kept):
             facets.update(self.connection.execute(select(table.c.id, table.c.facets).where(table.c.id.in_(chunk))).all())
         for row in found.values():
             row["facets"] = facets.get(row["id"])
@@ -403,7 +398,7 @@ class _BatchWriter:
         c = dataset_fields.c
         columns = (c.dataset_id, c.name, c.id, *(c[name] for name in _FIELD_VALUES))
         found: dict[tuple[int, str], tuple[Any, ...]] = {}
-        for chunk in _chunks(dataset_id_list):
+        for chunk in chunks(dataset_id_list):
             for row in self.connection.execute(select(*columns).where(c.dataset_id.in_(chunk))):
                 found[(row[0], row[1])] = tuple(row[2:])
         return found
@@ -411,7 +406,7 @@ class _BatchWriter:
     def _field_ids(self, dataset_id_list: list[int]) -> dict[tuple[int, str], int]:
         columns = (dataset_fields.c.dataset_id, dataset_fields.c.name, dataset_fields.c.id)
         found: dict[tuple[int, str], int] = {}
-        for chunk in _chunks(dataset_id_list):
+        for chunk in chunks(dataset_id_list):
             for dataset_id, name, field_id in self.connection.execute(
                 select(*columns).where(dataset_fields.c.dataset_id.in_(chunk))
             ).all():
@@ -485,7 +480,7 @@ class _BatchWriter:
             return set()
         their_runs = sorted(uuid for uuid, run in folded.runs.items() if run.job in candidates)
         blocked = set()
-        for chunk in _chunks(their_runs):
+        for chunk in chunks(their_runs):
             query = select(runs.c.uuid, runs.c.job_id, runs.c.job_state).where(runs.c.uuid.in_(chunk))
             for uuid, job_id, job_state in self.connection.execute(query):
                 row = candidates[folded.runs[uuid].job]
@@ -560,7 +555,7 @@ class _BatchWriter:
 
     def _version_contents(self, version_ids: Sequence[int]) -> dict[int, tuple[str, dict[str, Any]]]:
         found: dict[int, tuple[str, dict[str, Any]]] = {}
-        for chunk in _chunks(version_ids):
+        for chunk in chunks(version_ids):
             for row in self.connection.execute(
                 select(job_versions.c.id, job_versions.c.lineage_hash, job_versions.c.content).where(job_versions.c.id.in_(chunk))
             ):
@@ -583,7 +578,7 @@ class _BatchWriter:
         if not version_ids:
             return
         earliest = select(func.min(runs.c.created_at)).where(runs.c.job_version_id == job_versions.c.id).scalar_subquery()
-        for chunk in _chunks(version_ids):
+        for chunk in chunks(version_ids):
             self.connection.execute(
                 update(job_versions)
                 .where(job_versions.c.id.in_(chunk), earliest.is_not(None), job_versions.c.created_at != earliest)
@@ -641,7 +636,7 @@ class _BatchWriter:
         retention pruned the earliest."""
         latest, highest = _top_of_other_runs("created_at", leaving_out), _top_of_other_runs("run_seq", leaving_out)
         found: dict[int, tuple[datetime, int]] = {}
-        for chunk in _chunks(job_id_list):
+        for chunk in chunks(job_id_list):
             query = select(jobs.c.id, latest, highest).where(jobs.c.id.in_(chunk))
             for job_id, latest, highest in self.connection.execute(query):
                 if latest is not None:
@@ -884,7 +879,7 @@ class _BatchWriter:
             .where(jobs.c.id == job_io.c.job_id)
             .scalar_subquery()
         )
-        for chunk in _chunks(sorted(io_kept)):
+        for chunk in chunks(sorted(io_kept)):
             self.connection.execute(
                 update(job_io).where(job_io.c.job_id.in_(chunk), job_io.c.first_seen != since).values(first_seen=since)
             )
@@ -896,7 +891,7 @@ class _BatchWriter:
             latest_run(jobs.c.id, "job_version_id", versioned=True),
         )
         found = []
-        for chunk in _chunks(job_id_list):
+        for chunk in chunks(job_id_list):
             for row in self.connection.execute(
                 select(jobs.c.id, jobs.c.current_version_id, finished, latest, jobs.c.declared_version_id).where(
                     jobs.c.id.in_(chunk)
@@ -934,7 +929,7 @@ class _BatchWriter:
         # Elsewhere (other tables: few edges in common) all of its rows are replaced.
         edited = {job_id for job_id, io in stored_io.items() if new_io.get(job_id) == io}
         replaced = sorted(set(versions) - edited)
-        for chunk in _chunks(replaced):
+        for chunk in chunks(replaced):
             self.connection.execute(job_io.delete().where(job_io.c.job_id.in_(chunk)))
             self.connection.execute(column_lineage.delete().where(column_lineage_of_jobs(chunk, self.dialect)))
         edge_rows = self._edge_changes(sorted(edited), edge_rows)
@@ -949,7 +944,7 @@ class _BatchWriter:
         """The (dataset id, direction) pairs of job_io by job."""
         found: dict[int, set[tuple[int, str]]] = defaultdict(set)
         c = job_io.c
-        for chunk in _chunks(job_id_list):
+        for chunk in chunks(job_id_list):
             for job_id, dataset_id, direction in self.connection.execute(
                 select(c.job_id, c.dataset_id, c.direction).where(c.job_id.in_(chunk))
             ):
@@ -964,13 +959,13 @@ class _BatchWriter:
         wanted = {tuple(row[name] for name in _EDGE_COLUMNS): row for row in edge_rows}
         c = column_lineage.c
         stale: list[int] = []
-        for chunk in _chunks(job_id_list):
+        for chunk in chunks(job_id_list):
             for edge_id, *values in self.connection.execute(
                 select(c.id, *(c[name] for name in _EDGE_COLUMNS)).where(column_lineage_of_jobs(chunk, self.dialect))
             ):
                 if wanted.pop(tuple(values), None) is None:
                     stale.append(edge_id)
-        for chunk in _chunks(sorted(stale)):
+        for chunk in chunks(sorted(stale)):
             self.connection.execute(column_lineage.delete().where(c.id.in_(chunk)))
         return list(wanted.values())  # in edge_rows' order
 
@@ -978,7 +973,7 @@ class _BatchWriter:
         """(content, created_at) of job versions by id; the content read only where this batch did not know it."""
         c = job_versions.c
         found: dict[int, tuple[dict[str, Any], datetime]] = {}
-        for chunk in _chunks(version_ids):
+        for chunk in chunks(version_ids):
             known = [version for version in chunk if version in self.version_content]
             if known:
                 for version, created_at in self.connection.execute(select(c.id, c.created_at).where(c.id.in_(known))):
@@ -995,7 +990,7 @@ class _BatchWriter:
         """Ids of stored datasets by (namespace, name)."""
         found: dict[DatasetKey, int] = {}
         wanted = set(keys)
-        for chunk in _chunks(sorted({name for _, name in wanted})):
+        for chunk in chunks(sorted({name for _, name in wanted})):
             for row in self.connection.execute(
                 select(datasets.c.id, namespaces.c.name.label("namespace"), datasets.c.name)
                 .join(namespaces, namespaces.c.id == datasets.c.namespace_id)
