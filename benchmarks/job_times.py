@@ -38,9 +38,12 @@ search_module = importlib.import_module("consumer.query.marquez.search")
 
 
 def _stored_job_select() -> Select[Any]:
-    return select(s.jobs, s.namespaces.c.name.label("namespace"), s.latest_run(s.jobs.c.id).label("latest_run_id")).join(
-        s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id
-    )
+    return _STORED_JOB_SELECT  # built once, as loaders.job_select is
+
+
+_STORED_JOB_SELECT = select(
+    s.jobs, s.namespaces.c.name.label("namespace"), s.latest_run(s.jobs.c.id).label("latest_run_id")
+).join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
 
 
 def _stored_updated_at(table: Any) -> Any:

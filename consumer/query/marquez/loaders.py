@@ -18,13 +18,21 @@ from consumer.store.lookup import existing_dataset_id, present
 
 def job_select() -> Select[Any]:
     """Job rows with what the answers show: `updated_at` as schema.job_seen_at gives it (the stored
-    `last_seen` is left out: no answer shows it), the namespace's name and the latest run's id."""
+    `last_seen` is left out: no answer shows it), the namespace's name and the latest run's id.
+    Built once (statements are immutable; building this one costs more than running it)."""
+    return _JOB_SELECT
+
+
+def _job_select() -> Select[Any]:
     stored = [column for column in s.jobs.c if column.name not in ("updated_at", "last_seen")]
     updated_at = s.job_seen_at(s.jobs.c.updated_at).label("updated_at")
     namespace = s.namespaces.c.name.label("namespace")
     return select(*stored, updated_at, namespace, s.latest_run(s.jobs.c.id).label("latest_run_id")).join(
         s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id
     )
+
+
+_JOB_SELECT = _job_select()
 
 
 def dataset_select() -> Select[Any]:
