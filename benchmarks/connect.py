@@ -12,7 +12,8 @@ tables, its table dropped after it.
 
 Measured, by wrapping the emitter's own entry points in this process:
 - listener-bus time per callback: `BatchListener._on_action` (capture and handing over to the
-  attachment's thread), per callback, Connect sessions and the classic session apart;
+  attachment's thread) plus the JVM's describing of the action before it called Python, per
+  callback, Connect sessions and the classic session apart;
 - pipeline-thread time per build: `PipelineWorker.build_actions`;
 - all emitter work per statement: both summed over the run, divided by the statements;
 - per Connect session, once: attaching at its first operation (`ConnectSessions._attach`);
@@ -73,7 +74,11 @@ class Timings:
     def __init__(self) -> None:
         self.ms: dict[str, list[float]] = defaultdict(list)
 
-    def wrap(self, owner: type, name: str, label: Callable[[Any], str]) -> None:
+    def wrap(
+        self, owner: type, name: str, label: Callable[[Any], str], before_ms: Callable[[tuple[Any, ...]], float] | None = None
+    ) -> None:
+        """Time `owner.name` per call; `before_ms(args)`: what the call's work took before it was
+        called (the JVM's describing of an action, handed over with the callback)."""
         original = getattr(owner, name)
 
         def timed(instance: Any, *args: Any, **kwargs: Any) -> Any:
@@ -81,7 +86,8 @@ class Timings:
             try:
                 return original(instance, *args, **kwargs)
             finally:
-                self.ms[label(instance)].append((time.perf_counter() - started) * 1000)
+                earlier = before_ms(args) if before_ms is not None else 0.0
+                self.ms[label(instance)].append((time.perf_counter() - started) * 1000 + earlier)
 
         setattr(owner, name, timed)
 
@@ -98,6 +104,7 @@ def distribution(values: list[float]) -> str:
 
 
 def install_timers(timings: Timings) -> None:
+    from emitter.described import parse_listener_call
     from emitter.listener.batch import BatchListener
     from emitter.listener.connect import ConnectSessions
     from emitter.listener.worker import PipelineWorker
@@ -105,7 +112,12 @@ def install_timers(timings: Timings) -> None:
     def kind_of_worker(worker: Any) -> str:
         return "connect" if worker.context.session.connect is not None else "classic"
 
-    timings.wrap(BatchListener, "_on_action", lambda listener: f"{kind_of_worker(listener.sink)} callback")
+    timings.wrap(
+        BatchListener,
+        "_on_action",
+        lambda listener: f"{kind_of_worker(listener.sink)} callback",
+        lambda args: parse_listener_call(str(args[0])).describe_ms,
+    )
     timings.wrap(PipelineWorker, "build_actions", lambda worker: f"{kind_of_worker(worker)} build")
     timings.wrap(ConnectSessions, "_attach", lambda _: "connect session attach")
 

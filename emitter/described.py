@@ -63,6 +63,30 @@ def _loads(text: str) -> Any:
         return json.loads(text)
 
 
+LISTENER_CALL_SEPARATOR = "\0"
+
+
+@frozen
+class ListenerCall:
+    """A query callback as the listener's JVM registration hands it over
+    (`java/SparkLineageListenerRegistration.java`): the action's name and, when the JVM described
+    the action before calling (one crossing instead of two), that description (a helper result:
+    inline, or a temp file's reference) and the milliseconds it took there."""
+
+    func_name: str
+    description: str | None = None
+    describe_ms: float = 0.0
+
+
+def parse_listener_call(func_name: str) -> ListenerCall:
+    """funcName, or funcName NUL nanoseconds NUL description."""
+    name, separator, rest = func_name.partition(LISTENER_CALL_SEPARATOR)
+    if not separator:
+        return ListenerCall(name)
+    nanoseconds, _, description = rest.partition(LISTENER_CALL_SEPARATOR)
+    return ListenerCall(name, description, int(nanoseconds) / 1_000_000)
+
+
 @frozen
 class DescribedAction:
     """`java/SparkLineageActions.java`'s description of one action: the optimized plan's class,

@@ -130,14 +130,13 @@ def _engine_verdicts(timings: list[StatementTiming], variant: str) -> dict[str, 
 
 def _attach(session: Any, events_path: Path, compact: bool) -> tuple[Any, _PipelineTimer]:
     import emitter
-    from emitter.listener.jvm import PlanDumper
 
     transport = {"type": "file", "log_file_path": str(events_path), "append": True}
     attachment = emitter.attach(session, config={"transport": transport})
     if attachment is None:
         raise RuntimeError("emitter.attach returned None (disabled, or it failed: see the log)")
     if not compact:
-        attachment.listener.dumper = PlanDumper(session.sparkContext._gateway, compact=False)
+        attachment.listener.dumper.set_compact(False)
     timer = _PipelineTimer(attachment.listener.dedupe, attachment.worker)
     attachment.listener.dedupe = timer  # type: ignore[assignment]
     return attachment, timer

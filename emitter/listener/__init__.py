@@ -82,7 +82,11 @@ class Attachment:
                 log.warning("OpenLineage micro-batch tagger not registered: %s", error)
                 self.tagger = self.listener.tagger = None
         self.registration = QueryListenerRegistration(
-            self.spark.sparkContext._gateway, self.spark._jsparkSession.listenerManager(), self.listener
+            self.spark.sparkContext._gateway,
+            self.spark._jsparkSession.listenerManager(),
+            self.listener,
+            self.listener.actions,
+            self.listener.dumper,
         )
         try:
             self.spark.streams.addListener(self.streaming_listener)

@@ -20,7 +20,8 @@ from attrs import evolve
 from emitter import described as described_json
 from emitter.capture import Capture, MicroBatchTag, RelationInfo, WriteInfo
 from emitter.dedupe import WRAPPER_COMMANDS, WrapperDedupe
-from emitter.listener import files, jvm
+from emitter.described import ListenerCall
+from emitter.listener import files, janino, jvm
 from emitter.listener.partitions import Partitions, ScannedPartitions
 from emitter.snapshots import Snapshot
 
@@ -69,17 +70,23 @@ class BatchListener:
 
     def _on_action(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> None:
         try:
+            call = described_json.parse_listener_call(str(func_name))
             if self.sink.closed:
+                janino.read_result(call.description)  # removes the temp file a long description is in
                 return
-            capture = self.capture(func_name, query_execution, duration_ns, exception)
+            capture = self.capture(call.func_name, query_execution, duration_ns, exception, call)
             if capture is not None:
                 self.sink.handle_actions(self.dedupe.accept(capture))
         except Exception as error:  # never let lineage break the job
             log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
 
-    def capture(self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:
+    def capture(
+        self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any, call: ListenerCall | None = None
+    ) -> Capture | None:
         """The capture of one action; None for a read when reads are not emitted. What the JVM
-        tells of it comes in one helper round trip (`jvm.ActionDescriber`). A wrapper command
+        tells of it comes with the callback (`call`: described by the listener's registration,
+        `jvm.QueryListenerRegistration`), else in one helper round trip (`jvm.ActionDescriber`);
+        its extraction time counts the JVM's describing either way. A wrapper command
         (CTAS, saveAsTable) the dedupe will merge into the nested write it already has keeps
         only its target, mode and outcome: its plan (the whole query again), leaves and
         snapshots are not copied out; one it will not merge has them read in a second trip."""
@@ -87,7 +94,8 @@ class BatchListener:
             return None  # without the Java helpers nothing is read (logged once when they failed to compile)
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
-        action = self.actions.describe(query_execution, self.dumper)
+        described_ms = call.describe_ms if call is not None else 0.0
+        action = self.actions.describe(query_execution, self.dumper, call.description if call is not None else None)
         write = self.actions.write_of(action)
         if write is None and not self.dedupe.emit_reads:
             return None
@@ -126,7 +134,7 @@ class BatchListener:
             micro_batch=micro_batch,
             wrapped_by=wrapped_by,
         )
-        extraction_ms = (time.perf_counter() - started) * 1000
+        extraction_ms = (time.perf_counter() - started) * 1000 + described_ms
         self.extraction_ms.append(extraction_ms)
         return evolve(capture, extraction_ms=extraction_ms)
 

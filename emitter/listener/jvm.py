@@ -8,7 +8,9 @@ each, one extraction path per fact.
   the plan's class, the QueryExecution id, the micro-batch tagger's tags, the write an action ran
   with its executed metrics (`java/SparkLineageWrites.java`, configured by `WriteDescriber`: the
   one list of the write commands the emitter knows), and the plan's description when needed
-  (`java/SparkLineageActions.java`, over the dumper and the writes).
+  (`java/SparkLineageActions.java`, over the dumper and the writes). The batch listener's
+  registration (`QueryListenerRegistration`) has the JVM make that description before it calls
+  the listener, and hand it over with the callback.
 
 Their JSON is parsed by `emitter.described` (pure). The helpers are compiled by Janino, which
 Spark ships for its own code generation (`emitter.listener.janino`); when they cannot be had
@@ -50,6 +52,11 @@ class PlanDumper:
     def available(self) -> bool:
         return self.helper is not None
 
+    def set_compact(self, compact: bool) -> None:
+        """Plans as the compact dump writes them, or (False) as Spark's own `toJSON()`."""
+        if self.helper is not None:
+            self.helper.setCompact(compact)
+
     def to_json(self, tree: Any) -> str:
         """The plan's JSON alone."""
         if self.helper is None:
@@ -77,7 +84,7 @@ class ActionDescriber:
     """One callback's action out of the JVM in one round trip (`java/SparkLineageActions.java`):
     its plan's class, its QueryExecution id, the tagger's tags, its write, and the plan's
     description where the listener needs it (a write that is no wrapper command; a read when
-    reads are emitted), written by the listener's `PlanDumper` of the moment."""
+    reads are emitted), written by the listener's `PlanDumper`."""
 
     def __init__(self, gateway: Any, writes: WriteDescriber, tagger: Any, wrappers: Iterable[str], emit_reads: bool) -> None:
         self.helper: Any = janino.optional_instance(gateway, ACTIONS_CLASS, "actions are not captured")
@@ -90,12 +97,15 @@ class ActionDescriber:
     def available(self) -> bool:
         return self.helper is not None
 
-    def describe(self, query_execution: Any, dumper: PlanDumper) -> DescribedAction:
+    def describe(self, query_execution: Any, dumper: PlanDumper, description: str | None = None) -> DescribedAction:
         """The action; its `write` is None when it writes nothing or the helper failed on the
-        write (logged), its `plan` None when the helper was not to describe it."""
+        write (logged), its `plan` None when the helper was not to describe it. `description`:
+        the helper's result the JVM already made (`QueryListenerRegistration`), else it is asked."""
         if self.helper is None or dumper.helper is None:
             raise janino.HelperUnavailable(ACTIONS_CLASS)
-        action = parse_described_action(str(janino.read_result(self.helper.describe(query_execution, dumper.helper))))
+        if description is None:
+            description = self.helper.describe(query_execution, dumper.helper)
+        action = parse_described_action(str(janino.read_result(description)))
         if action.plan is not None:
             _warned(action.plan)
         return action
@@ -121,10 +131,17 @@ class QueryListenerRegistration:
     crosses and the manager removes by identity, so `manager.unregister(listener)` from Python never
     matches. Without the helpers the listener is registered directly and stays for the session."""
 
-    def __init__(self, gateway: Any, manager: Any, listener: Any) -> None:
+    def __init__(
+        self, gateway: Any, manager: Any, listener: Any, actions: ActionDescriber | None = None, dumper: PlanDumper | None = None
+    ) -> None:
+        """With `actions` and `dumper` (the batch listener's), the JVM describes each action
+        before it calls the listener, and calls it only for actions it captures
+        (`emitter.described.parse_listener_call`)."""
         self._helper = janino.optional_instance(gateway, REGISTRATION_CLASS, "registered for the session")
         if self._helper is None:
             manager.register(listener)
+        elif actions is not None and actions.helper is not None and dumper is not None and dumper.helper is not None:
+            self._helper.registerDescribed(manager, listener, actions.helper, dumper.helper)
         else:
             self._helper.register(manager, listener)
 

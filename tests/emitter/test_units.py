@@ -281,3 +281,14 @@ def test_a_wrapper_knowing_its_location_wraps_only_the_write_to_that_location():
     assert not wraps(7, RelationInfo(node_class="c", table=TableRef("t")), nested), "a wrapper runs before its nested write"
     assert wraps(5, RelationInfo(node_class="c", table=TableRef("T")), nested)
     assert not wraps(5, RelationInfo(node_class="c", table=TableRef("other")), nested)
+
+
+def test_a_listener_call_carries_the_jvm_description_and_its_time_or_the_name_alone():
+    from emitter.described import ListenerCall, parse_listener_call
+
+    header = '{"root":"InsertIntoHadoopFsRelationCommand","id":7}\n[]\n{"plan":1}'
+    assert parse_listener_call(f"command\x001500000\x00{header}") == ListenerCall("command", header, 1.5)
+    assert parse_listener_call("command\x0042\x00@/tmp/spark-lineage-1.txt") == ListenerCall(
+        "command", "@/tmp/spark-lineage-1.txt", 0.000042
+    )
+    assert parse_listener_call("file source write") == ListenerCall("file source write")

@@ -52,3 +52,15 @@ def test_without_janino_actions_are_not_captured_and_the_reason_is_logged_once(c
     assert len(warnings) == 1 and "could not be compiled" in warnings[0], warnings
     with pytest.raises(janino.HelperUnavailable):
         janino.class_loader(gateway)
+
+
+def test_a_closed_listener_removes_the_temp_file_a_described_callback_names(tmp_path) -> None:
+    """The JVM writes a long description to a temp file before it calls the listener; a listener
+    whose attachment has closed drops the call, and the file with it."""
+    sink = _Sink()
+    sink.closed = True
+    listener = BatchListener(_GATEWAY, WrapperDedupe(), sink)
+    description = tmp_path / "spark-lineage-1.txt"
+    description.write_text('{"root":"InsertIntoHadoopFsRelationCommand","id":3}')
+    listener.onSuccess(f"command\x00120000\x00@{description}", object(), 1)
+    assert not description.exists() and sink.actions == []

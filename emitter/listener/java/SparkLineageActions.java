@@ -28,6 +28,16 @@ public class SparkLineageActions {
   public void setEmitReads(boolean emitReads) { this.emitReads = emitReads; }
 
   public String describe(Object queryExecution, Object dumper) throws Exception {
+    return describe(queryExecution, dumper, false);
+  }
+
+  // describe(), or null when the action writes nothing and reads are not emitted: the listener
+  // captures nothing of such an action (SparkLineageListenerRegistration does not call it)
+  public String describeCaptured(Object queryExecution, Object dumper) throws Exception {
+    return describe(queryExecution, dumper, true);
+  }
+
+  String describe(Object queryExecution, Object dumper, boolean capturedOnly) throws Exception {
     org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
         (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) SparkLineageRelations.call(queryExecution, "optimizedPlan");
     String root = plan.getClass().getSimpleName();
@@ -41,6 +51,7 @@ public class SparkLineageActions {
       SparkLineageResult.jsonString(b, tags);
     }
     String write = writes.describe(queryExecution, plan);
+    if (write == null && capturedOnly && !emitReads) return null;
     b.append(",\"write\":").append(write == null ? "null" : write).append('}');
     boolean withPlan = write == null ? emitReads : !wrappers.contains(root);
     if (withPlan) b.append('\n').append(((SparkLineagePlanDumper) dumper).describeText(plan));
