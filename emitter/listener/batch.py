@@ -74,17 +74,16 @@ class BatchListener:
             if self.sink.closed:
                 janino.read_result(call.description)  # removes the temp file a long description is in
                 return
-            capture = self.capture(call.func_name, query_execution, duration_ns, exception, call)
+            capture = self.capture(call, query_execution, duration_ns, exception)
             if capture is not None:
                 self.sink.handle_actions(self.dedupe.accept(capture))
         except Exception as error:  # never let lineage break the job
-            log.warning("OpenLineage: action %r not captured: %s", func_name, error, exc_info=log.isEnabledFor(10))
+            name = str(func_name).split(described_json.LISTENER_CALL_SEPARATOR, 1)[0]  # not the description: it holds the plan
+            log.warning("OpenLineage: action %r not captured: %s", name, error, exc_info=log.isEnabledFor(10))
 
-    def capture(
-        self, func_name: str, query_execution: Any, duration_ns: int | None, exception: Any, call: ListenerCall | None = None
-    ) -> Capture | None:
+    def capture(self, call: ListenerCall, query_execution: Any, duration_ns: int | None, exception: Any) -> Capture | None:
         """The capture of one action; None for a read when reads are not emitted. What the JVM
-        tells of it comes with the callback (`call`: described by the listener's registration,
+        tells of it comes with the callback (`call`, described by the listener's registration,
         `jvm.QueryListenerRegistration`), else in one helper round trip (`jvm.ActionDescriber`);
         its extraction time counts the JVM's describing either way. A wrapper command
         (CTAS, saveAsTable) the dedupe will merge into the nested write it already has keeps
@@ -94,8 +93,7 @@ class BatchListener:
             return None  # without the Java helpers nothing is read (logged once when they failed to compile)
         started = time.perf_counter()
         end_time = datetime.now(timezone.utc)
-        described_ms = call.describe_ms if call is not None else 0.0
-        action = self.actions.describe(query_execution, self.dumper, call.description if call is not None else None)
+        action = self.actions.describe(query_execution, self.dumper, call.description)
         write = self.actions.write_of(action)
         if write is None and not self.dedupe.emit_reads:
             return None
@@ -116,7 +114,7 @@ class BatchListener:
         error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)
         wrapped_by, micro_batch = self._tags(action.tags)
         capture = Capture(
-            func_name=str(func_name),
+            func_name=call.func_name,
             query_execution_id=action.query_execution_id,
             end_time=end_time,
             duration_ns=duration,
@@ -134,7 +132,7 @@ class BatchListener:
             micro_batch=micro_batch,
             wrapped_by=wrapped_by,
         )
-        extraction_ms = (time.perf_counter() - started) * 1000 + described_ms
+        extraction_ms = (time.perf_counter() - started) * 1000 + call.describe_ms
         self.extraction_ms.append(extraction_ms)
         return evolve(capture, extraction_ms=extraction_ms)
 

@@ -425,7 +425,7 @@ def test_a_ctas_callback_makes_no_jvm_call_and_an_action_writing_nothing_calls_n
     round_trips: list[tuple[str, list[str]]] = []
     called: list[str] = []
 
-    def capture(func_name, query_execution, duration_ns, exception, call=None):
+    def capture(call, query_execution, duration_ns, exception):
         client = listener.gateway._gateway_client
         listener_bus = threading.current_thread()
         calls: list[str] = []
@@ -438,12 +438,12 @@ def test_a_ctas_callback_makes_no_jvm_call_and_an_action_writing_nothing_calls_n
 
         client.send_command = counted
         try:
-            captured = original(func_name, query_execution, duration_ns, exception, call)
+            captured = original(call, query_execution, duration_ns, exception)
         finally:
             del client.send_command  # the class's method again
-        called.append(func_name)
+        called.append(call.func_name)
         if captured is not None:
-            round_trips.append((captured.write.command if captured.write else func_name, calls))
+            round_trips.append((captured.write.command if captured.write else call.func_name, calls))
         return captured
 
     listener.capture = capture

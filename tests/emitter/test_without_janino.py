@@ -64,3 +64,14 @@ def test_a_closed_listener_removes_the_temp_file_a_described_callback_names(tmp_
     description.write_text('{"root":"InsertIntoHadoopFsRelationCommand","id":3}')
     listener.onSuccess(f"command\x00120000\x00@{description}", object(), 1)
     assert not description.exists() and sink.actions == []
+
+
+def test_a_callback_that_fails_is_logged_by_its_name_without_its_description(caplog: pytest.LogCaptureFixture) -> None:
+    """The description the JVM hands over holds the plan (literal values of the query): a failure
+    to capture names the action only."""
+    listener = BatchListener(_GATEWAY, WrapperDedupe(), _Sink())
+    with caplog.at_level(logging.WARNING, logger="emitter.listener"):
+        listener.onSuccess('command\x00not-a-number\x00{"plan": "WHERE card = \'4111\'"}', object(), 1)
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("'command' not captured" in message for message in messages), messages
+    assert not any("4111" in message for message in messages), messages
