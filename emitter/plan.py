@@ -31,9 +31,9 @@ class PlanError(ValueError):
     """The plan JSON is not a Spark TreeNode list."""
 
 
-class Attribute(NamedTuple):
-    """One output column of a plan node, identified across the plan by its Catalyst expr id.
-    A NamedTuple rather than an attrs class: a TPC-DS plan declares hundreds of these."""
+@frozen
+class Attribute:
+    """One output column of a plan node, identified across the plan by its Catalyst expr id."""
 
     expr_id: int
     name: str
