@@ -41,6 +41,11 @@ def test_jobs_paging_and_last_run_states(client, check_shape):
     completed = _get(client, "/api/v1/jobs", lastRunStates="COMPLETED", limit=1000)
     assert completed["jobs"] and all(j["latestRun"]["state"] == "COMPLETED" for j in completed["jobs"])
     assert completed["totalCount"] <= every["totalCount"]
+    # a page of every namespace's jobs, and of those whose last run completed, is that slice of the whole list
+    page = _get(client, "/api/v1/jobs", limit=4, offset=3)
+    assert [(j["namespace"], j["name"]) for j in page["jobs"]] == [(j["namespace"], j["name"]) for j in every["jobs"][3:7]]
+    completed_page = _get(client, "/api/v1/jobs", lastRunStates="COMPLETED", limit=2, offset=1)
+    assert completed_page["jobs"] == completed["jobs"][1:3] and completed_page["totalCount"] == completed["totalCount"]
     job = check_shape("Job", _get(client, f"/api/v1/namespaces/{FOOD}/jobs/etl_delivery_7_days"))
     assert {"namespace": FOOD, "name": "public.delivery_7_days"} in job["outputs"] and job["latestRun"]["state"] == "COMPLETED"
 
