@@ -62,6 +62,7 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
     batch = [unique[key] for key in sorted(unique)] if by_hash else list(unique.values())
     edge_datasets = [_edge_datasets(rows) for rows in batch]  # three tables need them
     runs = _runs(batch)
+    lineage = _run_lineage(batch)
     return Folded(
         events=len(batch),
         hashes=tuple(sorted(unique)),
@@ -73,7 +74,8 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
         jobs=_jobs(batch, runs),
         runs=runs,
         versions=_versions(batch),
-        lineage=_run_lineage(batch),
+        lineage=lineage,
+        lineage_versions={uuid: _version_of(run_lineage) for uuid, run_lineage in lineage.items()},
         declared=_declared_lineage(batch),
         snapshots=_snapshots(batch),
         partitions=_partitions(batch),
@@ -321,6 +323,13 @@ def _run_lineage(batch: Sequence[EventRows]) -> dict[str, LineageFold]:
         known = found.get(rows.run.uuid)
         found[rows.run.uuid] = lineage if known is None else known.union(lineage)
     return {uuid: found[uuid] for uuid in sorted(found)}
+
+
+def _version_of(lineage: LineageFold) -> tuple[str, dict[str, Any]]:
+    """The hash and content of the job version `lineage` is (the writer's, unless the run's stored
+    version adds to it): built here, beside the rest of the batch, not on the writer's thread."""
+    content = lineage_content(lineage)
+    return lineage_hash(content), content
 
 
 def _declared_lineage(batch: Sequence[EventRows]) -> dict[JobKey, LineageFold]:

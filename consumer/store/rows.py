@@ -310,6 +310,8 @@ class Folded(NamedTuple):
     runs: dict[str, RunFold]
     versions: tuple[VersionFold, ...]
     lineage: dict[str, LineageFold]  # by run: what the batch's events of each run read, wrote and derived
+    # by run: (lineage_hash, lineage_content) of `lineage`, computed where the batch is prepared
+    lineage_versions: dict[str, tuple[str, dict[str, Any]]]
     declared: dict[JobKey, LineageFold]  # by job: what its newest JobEvent of the batch declared
     snapshots: tuple[SnapshotFold, ...]
     partitions: dict[tuple[str, int | None, DatasetKey, str], frozenset[str]]
