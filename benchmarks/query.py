@@ -649,7 +649,7 @@ def report(store: Any, chains: int, samples: int) -> None:
 
 def run(db: str, graph: str, jobs: int, samples: int, clients: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        url, cleanup = _database(db, tmp)
+        url, cleanup = empty_store(db, tmp)
         try:
             store = open_store(url)
             started = time.perf_counter()
@@ -665,7 +665,9 @@ def run(db: str, graph: str, jobs: int, samples: int, clients: int) -> None:
             cleanup()
 
 
-def _database(db: str, tmp: str) -> tuple[str, Callable[[], None]]:
+def empty_store(db: str, tmp: str) -> tuple[str, Callable[[], None]]:
+    """The URL of an empty store (a SQLite file in `tmp`, or a scratch PostgreSQL database) and
+    the function that drops it."""
     if db == "sqlite":
         return f"sqlite:///{tmp}/bench.db", lambda: None
     return scratch_database(POSTGRES_ADMIN, "bench_query")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any
 
 # In a worker, the checkout's own module (the worker runs with that checkout first on its path).
-from benchmarks.query import POSTGRES_ADMIN, percentiles
+from benchmarks.query import percentiles
 
 THIS_CHECKOUT = Path(__file__).resolve().parent.parent
 WARM_UP = 3
@@ -159,18 +159,15 @@ def report(this: Side, baseline: Side, samples: int) -> None:
 
 @contextmanager
 def database(db: str) -> Iterator[str]:
-    """An empty store URL: a SQLite file in a temporary directory, or a scratch PostgreSQL database."""
-    if db == "sqlite":
-        with tempfile.TemporaryDirectory() as tmp:
-            yield f"sqlite:///{tmp}/bench.db"
-        return
-    from benchmarks.scratch_postgres import scratch_database
+    """An empty store URL (`benchmarks.query.empty_store`), dropped afterwards."""
+    from benchmarks.query import empty_store  # this checkout's: a baseline's benchmark may not have it
 
-    url, drop = scratch_database(POSTGRES_ADMIN, "bench_pairs")
-    try:
-        yield url
-    finally:
-        drop()
+    with tempfile.TemporaryDirectory() as tmp:
+        url, drop = empty_store(db, tmp)
+        try:
+            yield url
+        finally:
+            drop()
 
 
 def compare(baseline: Path, db: str, graph: str, jobs: int, samples: int) -> None:
