@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 import attrs
-from sqlalchemy import Connection, bindparam, select, text
+from sqlalchemy import Connection, Select, bindparam, select, text
 
-from consumer.query.db import as_json, in_ids, parse_instant
+from consumer.query.db import as_json, ids_in, parse_instant, statement_cache
 from consumer.query.errors import BadParameter
 from consumer.store import schema as s
 from consumer.store.rows import current_rows
@@ -199,9 +199,13 @@ def _contents(conn: Connection, version_ids: Iterable[int]) -> dict[int, dict[st
     found: dict[int, dict[str, Any]] = {}
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
-        query = select(s.job_versions.c.id, s.job_versions.c.content).where(in_ids(conn, s.job_versions.c.id, chunk))
-        found.update({row[0]: as_json(row[1]) for row in conn.execute(query)})
+        found.update({row[0]: as_json(row[1]) for row in conn.execute(_contents_query(conn), {"versions": chunk})})
     return found
+
+
+@statement_cache
+def _contents_query(dialect: str) -> Select[Any]:
+    return select(s.job_versions.c.id, s.job_versions.c.content).where(ids_in(dialect, s.job_versions.c.id, "versions"))
 
 
 DatasetKey = tuple[str, str]
@@ -243,13 +247,16 @@ def _dataset_ids(conn: Connection, keys: set[DatasetKey]) -> dict[DatasetKey, in
 def _field_ids(conn: Connection, dataset_ids: Iterable[int]) -> dict[tuple[int, str], int]:
     ids = sorted(dataset_ids)
     found: dict[tuple[int, str], int] = {}
-    f = s.dataset_fields.c
     for start in range(0, len(ids), _CHUNK):
-        for row_id, dataset, name in conn.execute(
-            select(f.id, f.dataset_id, f.name).where(in_ids(conn, f.dataset_id, ids[start : start + _CHUNK]))
-        ):
+        for row_id, dataset, name in conn.execute(_field_ids_query(conn), {"datasets": ids[start : start + _CHUNK]}):
             found[(dataset, name)] = row_id
     return found
+
+
+@statement_cache
+def _field_ids_query(dialect: str) -> Select[Any]:
+    f = s.dataset_fields.c
+    return select(f.id, f.dataset_id, f.name).where(ids_in(dialect, f.dataset_id, "datasets"))
 
 
 def parse_as_of(value: str | None, name: str = "asOf") -> datetime | None:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
-from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, cast, text
+from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, text
 
 from consumer.query.errors import BadParameter
+
+_Statement = TypeVar("_Statement")
 
 MAX_DEPTH = 100
 MAX_PAGE = 10_000
@@ -121,14 +124,29 @@ def reading(store: Any) -> Iterator[Connection]:
         connection.rollback()
 
 
-def in_ids(conn: Connection, column: Any, ids: Iterable[int]) -> Any:
-    """`column IN (ids)`. On PostgreSQL one array parameter (`= ANY(CAST(:ids AS BIGINT[]))`): the
-    statement's text is the same for any number of ids, so it is converted and planned once per
-    connection instead of once per call with hundreds of parameters. (`consumer.query.graph`
-    does the same for its SQL text.)"""
-    if conn.dialect.name == "postgresql":
-        return column == any_(cast(bindparam(None, list(ids)), ARRAY(BigInteger)))
-    return column.in_(list(ids))
+def ids_in(dialect: str, column: Any, name: str) -> Any:
+    """`column IN :name`, the integer ids bound when the statement runs (`{name: ids}`), so that a
+    statement built once (`statement_cache`) serves every call. On PostgreSQL one array parameter
+    (`= ANY(CAST(:name AS BIGINT[]))`): the statement's text is the same for any number of ids, so
+    it is converted and planned once per connection instead of once per call with hundreds of
+    parameters; elsewhere an expanded list. (`consumer.query.graph` does the same for its SQL text.)"""
+    if dialect == "postgresql":
+        return column == any_(bindparam(name, type_=ARRAY(BigInteger)))
+    return column.in_(bindparam(name, expanding=True))
+
+
+def statement_cache(build: Callable[..., _Statement]) -> Callable[..., _Statement]:
+    """`build(dialect name, *shape)` called once per kind of database and shape (hashable arguments
+    that choose the statement's form, never a value a request gives: those are bound when it
+    runs), its statement reused by every call `(connection, *shape)`: statements are immutable,
+    and building one of a few joins and subqueries costs SQLAlchemy more than the database takes
+    to run it."""
+    built = cache(build)
+
+    def for_connection(conn: Connection, *shape: Hashable) -> _Statement:
+        return built(conn.dialect.name, *shape)
+
+    return for_connection
 
 
 _NO_OFFSET = timedelta(0)

@@ -65,7 +65,7 @@ def _expanding(sql: str, *names: str) -> Any:
 def _id_lists(conn: Connection, sql: str, *names: str) -> Any:
     """`sql` whose `IN :name` take lists of integer ids: on PostgreSQL one array parameter each
     (one statement text, planned once; 2-3x faster than hundreds of parameters), elsewhere an
-    expanded list. The same for SQL text as `consumer.query.db.in_ids` for Core expressions."""
+    expanded list. The same for SQL text as `consumer.query.db.ids_in` for Core expressions."""
     if conn.dialect.name != "postgresql":
         return _expanding(sql, *names)
     for name in names:

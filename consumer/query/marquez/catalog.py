@@ -92,18 +92,20 @@ def list_jobs(store: Any, namespace: str | None, limit: int, offset: int, last_r
     with reading(store) as conn:
         # The page's job ids first, then their rows: a job row's times and latest run are looked up
         # per row, and a database evaluates the select list for the rows an offset skips too.
-        matching = select(s.jobs.c.id).join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-        # within one namespace the (namespace_id, name) index already yields jobs in name order: no sort
-        order = [s.jobs.c.name]
+        matching = select(s.jobs.c.id)
         if namespace is not None:
             matching = matching.where(s.jobs.c.namespace_id == existing_namespace_id(conn, namespace))
-        else:
-            order.append(s.namespaces.c.name)
         if last_run_states:
             matching = matching.join_from(s.jobs, s.runs, s.runs.c.id == s.latest_run(s.jobs.c.id)).where(
                 s.runs.c.state.in_(last_run_states)
             )
-        page = matching.order_by(*order).limit(limit).offset(offset).subquery()
+        # within one namespace the (namespace_id, name) index already yields jobs in name order: no sort
+        order = [s.jobs.c.name]
+        paged = matching
+        if namespace is None:
+            paged = matching.join_from(s.jobs, s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
+            order.append(s.namespaces.c.name)
+        page = paged.order_by(*order).limit(limit).offset(offset).subquery()
         rows = conn.execute(job_select().join(page, page.c.id == s.jobs.c.id).order_by(*order)).all()
         total = conn.execute(select(func.count()).select_from(matching.subquery())).scalar_one()
         return {"jobs": load_jobs(conn, rows), "totalCount": total}

@@ -6,11 +6,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Select, select
 
 from consumer.query import graph
 from consumer.query.as_of import EdgeSource, edges_as_of, parse_as_of
-from consumer.query.db import check_depth, in_ids, iso, reading
+from consumer.query.db import check_depth, ids_in, iso, reading, statement_cache
 from consumer.query.errors import BadParameter
 from consumer.query.marquez.loaders import dataset_row, dataset_select, job_select, load_datasets, load_jobs
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
@@ -35,10 +35,8 @@ def lineage_graph(store: Any, node_text: str, depth: int, as_of: str | None = No
         job_ids = graph.connected_jobs(conn, start_jobs, depth, source)
         io = graph.job_io_of(conn, job_ids, source)
         dataset_ids = sorted({d for _, d, _ in io} | ({start_dataset} if start_dataset else set()))
-        job_rows = conn.execute(job_select().where(in_ids(conn, s.jobs.c.id, job_ids))).all() if job_ids else []
-        dataset_rows = (
-            conn.execute(dataset_select().where(in_ids(conn, s.datasets.c.id, dataset_ids))).all() if dataset_ids else []
-        )
+        job_rows = conn.execute(_jobs_query(conn), {"jobs": job_ids}).all() if job_ids else []
+        dataset_rows = conn.execute(_datasets_query(conn), {"datasets": dataset_ids}).all() if dataset_ids else []
         nodes = [
             ("JOB", job_id(r.namespace, r.name), data) for r, data in zip(job_rows, load_jobs(conn, job_rows, io), strict=True)
         ]
@@ -53,6 +51,16 @@ def lineage_graph(store: Any, node_text: str, depth: int, as_of: str | None = No
         for j, d, direction in io
     ]
     return {"graph": _graph_nodes(nodes, edges)}
+
+
+@statement_cache
+def _jobs_query(dialect: str) -> Select[Any]:
+    return job_select().where(ids_in(dialect, s.jobs.c.id, "jobs"))
+
+
+@statement_cache
+def _datasets_query(dialect: str) -> Select[Any]:
+    return dataset_select().where(ids_in(dialect, s.datasets.c.id, "datasets"))
 
 
 def _graph_nodes(nodes: Sequence[tuple[str, str, dict]], edges: Sequence[tuple[str, str]]) -> list[dict]:

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Select, func, literal, select, union_all
 
 from consumer.query import graph
-from consumer.query.db import as_json, in_ids
+from consumer.query.db import as_json, ids_in, statement_cache
 from consumer.query.marquez.shapes import dataset_shape, job_shape, run_shape, transformation_shape
 from consumer.store import schema as s
 from consumer.store.lookup import existing_dataset_id, present
@@ -45,28 +45,49 @@ def runs_by_id(conn: Connection, run_ids: Iterable[int]) -> dict[int, dict]:
     ids = sorted({run_id for run_id in run_ids if run_id is not None})
     if not ids:
         return {}
-    rows = conn.execute(
-        select(s.runs, s.jobs.c.name.label("job_name"), s.namespaces.c.name.label("job_namespace"))
-        .join(s.jobs, s.jobs.c.id == s.runs.c.job_id)
-        .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
-        .where(in_ids(conn, s.runs.c.id, ids))
-    ).all()
+    rows = conn.execute(_runs_query(conn), {"runs": ids}).all()
     versions = _run_dataset_versions(conn, ids)
     return {row.id: run_shape(row, *versions.get(row.id, ([], []))) for row in rows}
 
 
+@statement_cache
+def _runs_query(dialect: str) -> Select[Any]:
+    return (
+        select(s.runs, s.jobs.c.name.label("job_name"), s.namespaces.c.name.label("job_namespace"))
+        .join(s.jobs, s.jobs.c.id == s.runs.c.job_id)
+        .join(s.namespaces, s.namespaces.c.id == s.jobs.c.namespace_id)
+        .where(ids_in(dialect, s.runs.c.id, "runs"))
+    )
+
+
 def _run_dataset_versions(conn: Connection, run_ids: Sequence[int]) -> dict[int, tuple[list, list]]:
     """Per run: the dataset versions it read (its input snapshots) and wrote (output snapshots and versions)."""
+    rows = conn.execute(_run_dataset_versions_query(conn), {"runs": list(run_ids)})
+    found: dict[int, tuple[list, list]] = {}
+    seen: set[tuple] = set()
+    for run_id, direction, version, name, namespace in rows:
+        key = (run_id, direction == "input", namespace, name, version)
+        if key not in seen:
+            seen.add(key)
+            sides = found.get(run_id) or found.setdefault(run_id, ([], []))
+            sides[0 if key[1] else 1].append(
+                {"datasetVersionId": {"namespace": namespace, "name": name, "version": version}, "facets": {}}
+            )
+    return found
+
+
+@statement_cache
+def _run_dataset_versions_query(dialect: str) -> Select[Any]:
     snap, ver = s.snapshot_lineage, s.dataset_versions
     touched = union_all(
         select(snap.c.run_id, snap.c.direction, snap.c.snapshot_id.label("version"), snap.c.dataset_id).where(
-            in_ids(conn, snap.c.run_id, run_ids)
+            ids_in(dialect, snap.c.run_id, "runs")
         ),
         select(ver.c.run_id, literal("output").label("direction"), ver.c.version, ver.c.dataset_id).where(
-            in_ids(conn, ver.c.run_id, run_ids)
+            ids_in(dialect, ver.c.run_id, "runs")
         ),
     ).subquery()
-    rows = conn.execute(
+    return (
         select(
             touched.c.run_id, touched.c.direction, touched.c.version, s.datasets.c.name, s.namespaces.c.name.label("namespace")
         )
@@ -74,13 +95,6 @@ def _run_dataset_versions(conn: Connection, run_ids: Sequence[int]) -> dict[int,
         .join(s.namespaces, s.namespaces.c.id == s.datasets.c.namespace_id)
         .order_by(s.namespaces.c.name, s.datasets.c.name, touched.c.version)
     )
-    found: dict[int, tuple[list, list]] = defaultdict(lambda: ([], []))
-    for row in rows:
-        version = {"datasetVersionId": {"namespace": row.namespace, "name": row.name, "version": row.version}, "facets": {}}
-        side = found[row.run_id][0 if row.direction == "input" else 1]
-        if version not in side:
-            side.append(version)
-    return found
 
 
 def run_id_of(conn: Connection, run_uuid: str) -> int:
@@ -100,7 +114,7 @@ def load_jobs(conn: Connection, rows: Sequence[Any], edges: Sequence[tuple[int, 
     for job, dataset, direction in sorted(edges, key=lambda edge: names[edge[1]]):
         namespace, name = names[dataset]
         io[job][0 if direction == "input" else 1].append({"namespace": namespace, "name": name})
-    tags = _tags_of(conn, s.job_tags, s.job_tags.c.job_id, ids)
+    tags = _tags_of(conn, _job_tags_query, ids)
     runs = runs_by_id(conn, [row.latest_run_id for row in rows])
     parents = _parent_names(conn, [row.parent_job_id for row in rows])
     return [job_shape(row, *io[row.id], runs.get(row.latest_run_id), tags.get(row.id, []), parents) for row in rows]
@@ -110,52 +124,77 @@ def _parent_names(conn: Connection, parent_ids: Iterable[int | None]) -> dict[in
     ids = sorted({i for i in parent_ids if i is not None})
     if not ids:
         return {}
-    return dict(conn.execute(select(s.jobs.c.id, s.jobs.c.name).where(in_ids(conn, s.jobs.c.id, ids))).all())
+    return dict(conn.execute(_job_names_query(conn), {"jobs": ids}).all())
 
 
-def _tags_of(conn: Connection, link: Any, key: Any, ids: Sequence[int]) -> dict[int, list[str]]:
+@statement_cache
+def _job_names_query(dialect: str) -> Select[Any]:
+    return select(s.jobs.c.id, s.jobs.c.name).where(ids_in(dialect, s.jobs.c.id, "jobs"))
+
+
+def _tags_of(conn: Connection, query: Callable[[Connection], Select[Any]], ids: Sequence[int]) -> dict[int, list[str]]:
     if not ids:
         return {}
     found: dict[int, list[str]] = defaultdict(list)
-    for owner, name in conn.execute(
-        select(key, s.tags.c.name)
-        .join(s.tags, s.tags.c.id == link.c.tag_id)
-        .where(in_ids(conn, key, ids))
-        .order_by(s.tags.c.name)
-    ):
+    for owner, name in conn.execute(query(conn), {"owners": ids}):
         found[owner].append(name)
     return found
+
+
+def _tags_query(link: Any, owner: Any) -> Callable[[Connection], Select[Any]]:
+    def build(dialect: str) -> Select[Any]:
+        return (
+            select(owner, s.tags.c.name)
+            .join(s.tags, s.tags.c.id == link.c.tag_id)
+            .where(ids_in(dialect, owner, "owners"))
+            .order_by(s.tags.c.name)
+        )
+
+    return statement_cache(build)
+
+
+_job_tags_query = _tags_query(s.job_tags, s.job_tags.c.job_id)
+_dataset_tags_query = _tags_query(s.dataset_tags, s.dataset_tags.c.dataset_id)
 
 
 def load_datasets(conn: Connection, rows: Sequence[Any], with_column_lineage: bool = True) -> list[dict]:
     ids = [row.id for row in rows]
     fields: dict[int, list[dict]] = defaultdict(list)
     if ids:
-        f_ = s.dataset_fields.c
-        for f in conn.execute(
-            select(f_.dataset_id, f_.name, f_.type, f_.tags, f_.description)
-            .where(in_ids(conn, f_.dataset_id, ids))
-            .order_by(f_.id)
-        ):
+        for f in conn.execute(_fields_query(conn), {"datasets": ids}):
             fields[f.dataset_id].append(
                 {"name": f.name, "type": f.type or "UNKNOWN", "tags": as_json(f.tags) or [], "description": f.description}
             )
-    tags = _tags_of(conn, s.dataset_tags, s.dataset_tags.c.dataset_id, ids)
+    tags = _tags_of(conn, _dataset_tags_query, ids)
     lineage = column_lineage_of(conn, ids) if with_column_lineage else {}
     modified = _last_modified(conn, ids)
     return [dataset_shape(r, fields[r.id], tags.get(r.id, []), lineage.get(r.id, []), modified.get(r.id)) for r in rows]
 
 
+@statement_cache
+def _fields_query(dialect: str) -> Select[Any]:
+    f = s.dataset_fields.c
+    return (
+        select(f.dataset_id, f.name, f.type, f.tags, f.description)
+        .where(ids_in(dialect, f.dataset_id, "datasets"))
+        .order_by(f.id)
+    )
+
+
 def _last_modified(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
     if not ids:
         return {}
-    return dict(
-        conn.execute(
-            select(s.dataset_versions.c.dataset_id, func.max(s.dataset_versions.c.created_at))
-            .join(s.runs, s.runs.c.id == s.dataset_versions.c.run_id)
-            .where(in_ids(conn, s.dataset_versions.c.dataset_id, ids), s.runs.c.state == "COMPLETED")
-            .group_by(s.dataset_versions.c.dataset_id)
-        ).all()
+    return dict(conn.execute(_last_modified_query(conn), {"datasets": ids}).all())
+
+
+@statement_cache
+def _last_modified_query(dialect: str) -> Select[Any]:
+    versions = s.dataset_versions
+    return (
+        select(versions.c.dataset_id, func.max(versions.c.created_at))
+        .join(s.runs, s.runs.c.id == versions.c.run_id)
+        .where(ids_in(dialect, versions.c.dataset_id, "datasets"), s.runs.c.state == "COMPLETED")
+        .group_by(versions.c.dataset_id)
     )
 
 
@@ -164,24 +203,7 @@ def column_lineage_of(conn: Connection, ids: Sequence[int]) -> dict[int, list[di
     (subtype, masking, the full transformation list)."""
     if not ids:
         return {}
-    out_field, in_field = s.dataset_fields.alias("out_field"), s.dataset_fields.alias("in_field")
-    in_dataset, in_namespace = s.datasets.alias("in_dataset"), s.namespaces.alias("in_namespace")
-    cl = s.column_lineage
-    rows = conn.execute(
-        select(
-            cl,
-            out_field.c.name.label("output_field"),
-            in_field.c.name.label("input_field"),
-            in_dataset.c.name.label("input_dataset"),
-            in_namespace.c.name.label("input_namespace"),
-        )
-        .join(out_field, out_field.c.id == cl.c.output_field_id)
-        .join(in_field, in_field.c.id == cl.c.input_field_id)
-        .join(in_dataset, in_dataset.c.id == cl.c.input_dataset_id)
-        .join(in_namespace, in_namespace.c.id == in_dataset.c.namespace_id)
-        .where(in_ids(conn, cl.c.output_dataset_id, ids))
-        .order_by(cl.c.output_dataset_id, out_field.c.name, in_namespace.c.name, in_dataset.c.name, in_field.c.name)
-    ).all()
+    rows = conn.execute(_column_lineage_query(conn), {"datasets": ids}).all()
     grouped: dict[int, dict[str, dict[tuple, dict]]] = defaultdict(dict)
     for r in rows:
         per_field = grouped[r.output_dataset_id].setdefault(r.output_field, {})
@@ -202,6 +224,28 @@ def column_lineage_of(conn: Connection, ids: Sequence[int]) -> dict[int, list[di
         dataset: [{"name": name, "inputFields": list(inputs.values())} for name, inputs in by_field.items()]
         for dataset, by_field in grouped.items()
     }
+
+
+@statement_cache
+def _column_lineage_query(dialect: str) -> Select[Any]:
+    out_field, in_field = s.dataset_fields.alias("out_field"), s.dataset_fields.alias("in_field")
+    in_dataset, in_namespace = s.datasets.alias("in_dataset"), s.namespaces.alias("in_namespace")
+    cl = s.column_lineage
+    return (
+        select(
+            cl,
+            out_field.c.name.label("output_field"),
+            in_field.c.name.label("input_field"),
+            in_dataset.c.name.label("input_dataset"),
+            in_namespace.c.name.label("input_namespace"),
+        )
+        .join(out_field, out_field.c.id == cl.c.output_field_id)
+        .join(in_field, in_field.c.id == cl.c.input_field_id)
+        .join(in_dataset, in_dataset.c.id == cl.c.input_dataset_id)
+        .join(in_namespace, in_namespace.c.id == in_dataset.c.namespace_id)
+        .where(ids_in(dialect, cl.c.output_dataset_id, "datasets"))
+        .order_by(cl.c.output_dataset_id, out_field.c.name, in_namespace.c.name, in_dataset.c.name, in_field.c.name)
+    )
 
 
 def dataset_row(conn: Connection, namespace: str, name: str) -> Any:

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, literal, select, union_all
+from sqlalchemy import Connection, Integer, Select, String, bindparam, func, literal, select, union_all
 
-from consumer.query.db import as_json, check_page, iso, like_contains, reading
+from consumer.query.db import as_json, check_page, ids_in, iso, like_contains, reading, statement_cache
 from consumer.query.marquez.loaders import dataset_select, job_select
 from consumer.query.nodeid import dataset_id, job_id
 from consumer.store import schema as s
@@ -16,22 +16,12 @@ from consumer.store import schema as s
 
 def search(store: Any, text: str, kind: str | None, sort: str, limit: int, namespace: str | None) -> dict:
     check_page(limit, 0)
-    pattern = like_contains(text)
+    by_time = sort in ("updated_at", "update_at")
+    parameters = {"pattern": like_contains(text), "namespace": namespace, "limit": limit}
     with reading(store) as conn:
-        # SQLite's LIKE ignores ASCII case already; lower() there would cost a call per row
-        matches = (
-            (lambda column: column.ilike(pattern)) if conn.dialect.name == "postgresql" else (lambda column: column.like(pattern))
-        )
-        parts = [
-            _search_part(kind_name, table, matches, namespace)
-            for kind_name, table in (("DATASET", s.datasets), ("JOB", s.jobs))
-            if kind in (None, kind_name)
-        ]
-        found = union_all(*parts).subquery()
-        order = [found.c.updated_at.desc(), found.c.name] if sort in ("updated_at", "update_at") else [found.c.name, found.c.type]
-        # one scan: the total rides along on every row as a window count
-        rows = conn.execute(select(found, func.count().over().label("total")).order_by(*order).limit(limit)).all()
-        total = rows[0].total if rows else conn.execute(select(func.count()).select_from(found)).scalar_one()
+        page, count = _search_queries(conn, kind, bool(namespace), by_time)
+        rows = conn.execute(page, parameters).all()
+        total = rows[0].total if rows else conn.execute(count, parameters).scalar_one()
     results = [
         {
             "type": r.type,
@@ -45,13 +35,30 @@ def search(store: Any, text: str, kind: str | None, sort: str, limit: int, names
     return {"totalCount": total, "results": results}
 
 
-def _search_part(kind: str, table: Any, matches: Any, namespace: str | None) -> Any:
+@statement_cache
+def _search_queries(dialect: str, kind: str | None, in_namespace: bool, by_time: bool) -> tuple[Select[Any], Select[Any]]:
+    """The page of matches (the total riding along on every row as a window count: one scan) and
+    the count alone (for a page past the matches); `:pattern`, `:namespace` and `:limit` bound."""
+    parts = [
+        _search_part(dialect, kind_name, table, in_namespace)
+        for kind_name, table in (("DATASET", s.datasets), ("JOB", s.jobs))
+        if kind in (None, kind_name)
+    ]
+    found = union_all(*parts).subquery()
+    order = [found.c.updated_at.desc(), found.c.name] if by_time else [found.c.name, found.c.type]
+    page = select(found, func.count().over().label("total")).order_by(*order).limit(bindparam("limit", type_=Integer))
+    return page, select(func.count()).select_from(found)
+
+
+def _search_part(dialect: str, kind: str, table: Any, in_namespace: bool) -> Any:
+    # SQLite's LIKE ignores ASCII case already; lower() there would cost a call per row
+    pattern = bindparam("pattern", type_=String)
+    matches = table.c.name.ilike(pattern) if dialect == "postgresql" else table.c.name.like(pattern)
     # names are matched first on their own (a covering scan of the (namespace_id, name) index), then only
     # the matches are joined for the columns shown
-    matched_ids = select(table.c.id).where(matches(table.c.name))
-    conditions = [table.c.id.in_(matched_ids)]
-    if namespace:
-        conditions.append(s.namespaces.c.name == namespace)
+    conditions = [table.c.id.in_(select(table.c.id).where(matches))]
+    if in_namespace:
+        conditions.append(s.namespaces.c.name == bindparam("namespace", type_=String))
     if table is s.datasets:
         conditions.append(table.c.is_deleted.is_(False))
     return (
@@ -65,7 +72,7 @@ def _updated_at(table: Any) -> Any:
     return _JOB_UPDATED_AT if table is s.jobs else table.c.updated_at
 
 
-_JOB_UPDATED_AT = s.job_seen_at(s.jobs.c.updated_at).label("updated_at")  # built once: it costs more than the search
+_JOB_UPDATED_AT = s.job_seen_at(s.jobs.c.updated_at).label("updated_at")
 
 
 # Marquez indexes the last event's type; our runs keep the state that event left behind.
@@ -77,24 +84,31 @@ def search_hits(store: Any, text: str, kind: str, limit: int) -> dict:
     OpenSearch documents, answered with the `/search` name match (case-insensitive substring, % and _ wildcards).
     A highlight marks the matched part of the name the way OpenSearch's plain highlighter does (`<em>`)."""
     check_page(limit, 0)
-    table = s.jobs if kind == "JOB" else s.datasets
-    pattern = like_contains(text)
     with reading(store) as conn:
-        matches = table.c.name.ilike(pattern) if conn.dialect.name == "postgresql" else table.c.name.like(pattern)
-        select_rows = job_select() if kind == "JOB" else dataset_select().where(s.datasets.c.is_deleted.is_(False))
-        rows = conn.execute(select_rows.where(matches).order_by(table.c.name, s.namespaces.c.name).limit(limit)).all()
+        rows = conn.execute(_hits_query(conn, kind), {"pattern": like_contains(text), "limit": limit}).all()
         hits = _job_hits(conn, rows) if kind == "JOB" else _dataset_hits(conn, rows)
     return {"hits": hits, "highlights": [_highlight(text, hit["name"]) for hit in hits]}
+
+
+@statement_cache
+def _hits_query(dialect: str, kind: str) -> Select[Any]:
+    table = s.jobs if kind == "JOB" else s.datasets
+    pattern = bindparam("pattern", type_=String)
+    matches = table.c.name.ilike(pattern) if dialect == "postgresql" else table.c.name.like(pattern)
+    select_rows = job_select() if kind == "JOB" else dataset_select().where(s.datasets.c.is_deleted.is_(False))
+    return select_rows.where(matches).order_by(table.c.name, s.namespaces.c.name).limit(bindparam("limit", type_=Integer))
 
 
 def _runs_by_row_id(conn: Connection, run_ids: Iterable[int | None]) -> dict[int, Any]:
     ids = sorted({i for i in run_ids if i is not None})
     if not ids:
         return {}
-    return {
-        r.id: r
-        for r in conn.execute(select(s.runs.c.id, s.runs.c.uuid, s.runs.c.state, s.runs.c.facets).where(s.runs.c.id.in_(ids)))
-    }
+    return {r.id: r for r in conn.execute(_runs_query(conn), {"runs": ids})}
+
+
+@statement_cache
+def _runs_query(dialect: str) -> Select[Any]:
+    return select(s.runs.c.id, s.runs.c.uuid, s.runs.c.state, s.runs.c.facets).where(ids_in(dialect, s.runs.c.id, "runs"))
 
 
 def _job_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
