@@ -239,6 +239,9 @@ dataset_versions = Table(
     UniqueConstraint("dataset_id", "version", name="uq_dataset_versions_dataset_version"),
     Index("ix_dataset_versions_run", "run_id"),  # a run's input/output versions (the runs API)
     Index("ix_dataset_versions_content", "content_id"),  # retention's deletes of contents check this key
+    # A dataset's versions newest first (its versions page, its latest and last-modified version):
+    # read from the top, whatever the number of runs that wrote it.
+    Index("ix_dataset_versions_dataset_created", "dataset_id", "created_at", "id"),
 )
 
 dataset_tags = Table(

@@ -75,8 +75,8 @@ def test_a_fresh_store_matches_the_schema(store_url):
 
 def test_version_1_and_2_stores_upgrade_to_the_same_schema_keeping_their_events(store_url):
     for version, expected in (
-        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]),
-        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]),
+        (1, ["0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016"]),
+        (2, ["0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016"]),
     ):
         _legacy_store(store_url, version)
         store = open_store(store_url, migrate=False)
@@ -120,7 +120,7 @@ def test_column_lineage_keeps_its_rows_when_its_constraints_go_and_come_back(sto
     assert _rows(store, query) == written and _foreign_keys(store_url) == 0
     _move(store, command.downgrade, "0005")
     assert _rows(store, query) == written and _foreign_keys(store_url) == 6
-    assert migrate(store.engine) == ["0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]
+    assert migrate(store.engine) == ["0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016"]
     assert _schema_differences(store_url) == []
     store.dispose()
 
@@ -149,7 +149,7 @@ def test_raw_events_are_compressed_in_place_and_every_answer_stays_the_same(stor
         json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False) for line in demo
     )
 
-    assert migrate(store.engine) == ["0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]
+    assert migrate(store.engine) == ["0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016"]
     assert _schema_differences(store_url) == []
     assert dump(store) == derived
     stored = _rows(store, "SELECT payload FROM lineage_events")
@@ -206,7 +206,7 @@ def test_dataset_version_contents_are_moved_in_place_and_every_answer_stays_the_
     _move(store, command.downgrade, "0007")
     assert _rows(store, "SELECT count(*) FROM dataset_versions WHERE fields IS NOT NULL")[0][0] > 0
 
-    assert migrate(store.engine) == ["0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015"]
+    assert migrate(store.engine) == ["0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived
@@ -245,7 +245,7 @@ def _drop_everything(store) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_head_revision_is_the_newest_script():
-    assert head_revision() == "0015"
+    assert head_revision() == "0016"
 
 
 def test_the_read_side_loads_nothing_of_the_write_side():
@@ -284,7 +284,7 @@ def test_job_versions_are_made_in_place_and_every_answer_stays_the_releases(stor
 
     _move(store, command.downgrade, "0009")
     assert "job_version_id" not in {column["name"] for column in inspect(store.engine).get_columns("runs")}
-    assert migrate(store.engine) == ["0010", "0011", "0012", "0013", "0014", "0015"]
+    assert migrate(store.engine) == ["0010", "0011", "0012", "0013", "0014", "0015", "0016"]
     assert _schema_differences(store_url) == []
     assert _answer_digests(store) == digests
     assert dump(store) == derived
@@ -325,7 +325,7 @@ def test_per_run_facets_are_compressed_in_place_and_every_answer_stays_the_same(
     assert {row[0] for row in _rows(store, f"SELECT DISTINCT {kind} FROM runs")} == {"text" if "sqlite" in store_url else "jsonb"}
     as_json = _facet_bytes(store)
 
-    assert migrate(store.engine) == ["0013", "0014", "0015"]
+    assert migrate(store.engine) == ["0013", "0014", "0015", "0016"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived
@@ -350,7 +350,7 @@ def test_run_states_and_latest_run_ids_go_in_place_and_every_answer_stays_the_sa
     latest = "SELECT count(*) FROM jobs j WHERE latest_run_id IS NOT NULL"
     assert _rows(store, latest)[0][0] == _rows(store, "SELECT count(DISTINCT job_id) FROM runs")[0][0] > 0
 
-    assert migrate(store.engine) == ["0014", "0015"]
+    assert migrate(store.engine) == ["0014", "0015", "0016"]
     assert _schema_differences(store_url) == []
     assert "run_states" not in inspect(store.engine).get_table_names()
     if store.engine.dialect.name == "sqlite":  # the table definition edited in place reads back whole
@@ -448,7 +448,7 @@ def test_jobs_left_as_they_were_keep_their_answers_through_the_downgrade_and_upg
     _move(store, command.downgrade, "0014")
     assert _rows(store, f"SELECT count(*) FROM jobs j WHERE last_seen <> {latest_run} OR updated_at <> {latest_run}") == [(0,)]
 
-    assert migrate(store.engine) == ["0015"]
+    assert migrate(store.engine) == ["0015", "0016"]
     assert _schema_differences(store_url) == []
     assert _answers(store) == before
     assert dump(store) == derived

@@ -7,9 +7,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, Integer, Select, bindparam, func, select
 
-from consumer.query.db import as_json, check_page, engine_of, parse_instant, reading
+from consumer.query.db import as_json, check_page, engine_of, parse_instant, reading, statement_cache
 from consumer.query.marquez.loaders import (
     column_lineage_of,
     dataset_row,
@@ -137,19 +137,26 @@ def list_dataset_versions(store: Any, namespace: str, name: str, limit: int, off
     check_page(limit, offset)
     with reading(store) as conn:
         dataset = dataset_row(conn, namespace, name)
-        content = s.dataset_version_contents
-        rows = conn.execute(
-            select(s.dataset_versions, content.c.fields, content.c.facets.label("content_facets"))
-            .join(content, content.c.id == s.dataset_versions.c.content_id)
-            .where(s.dataset_versions.c.dataset_id == dataset.id)
-            .order_by(s.dataset_versions.c.created_at.desc(), s.dataset_versions.c.id.desc())
-            .limit(limit)
-            .offset(offset)
-        ).all()
+        rows = conn.execute(_versions_page(conn), {"dataset": dataset.id, "limit": limit, "offset": offset}).all()
         total = conn.execute(select(func.count()).where(s.dataset_versions.c.dataset_id == dataset.id)).scalar_one()
         runs = runs_by_id(conn, [r.run_id for r in rows])
         lineage = column_lineage_of(conn, [dataset.id]).get(dataset.id)
         return {"versions": [version_shape(dataset, r, runs.get(r.run_id), lineage) for r in rows], "totalCount": total}
+
+
+@statement_cache
+def _versions_page(dialect: str) -> Select[Any]:
+    """A page of a dataset's versions, newest first: read from the top of
+    ix_dataset_versions_dataset_created, whatever the number of its versions."""
+    versions, content = s.dataset_versions, s.dataset_version_contents
+    return (
+        select(versions, content.c.fields, content.c.facets.label("content_facets"))
+        .join(content, content.c.id == versions.c.content_id)
+        .where(versions.c.dataset_id == bindparam("dataset", type_=BigInteger))
+        .order_by(versions.c.created_at.desc(), versions.c.id.desc())
+        .limit(bindparam("limit", type_=Integer))
+        .offset(bindparam("offset", type_=Integer))
+    )
 
 
 # A page of raw events ends early once this many bytes of them are in it (always at least one

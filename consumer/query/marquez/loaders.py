@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Select, func, literal, select, union_all
+from sqlalchemy import Connection, Select, literal, select, union_all
 
 from consumer.query import graph
 from consumer.query.db import as_json, ids_in, statement_cache
@@ -189,13 +189,19 @@ def _last_modified(conn: Connection, ids: Sequence[int]) -> dict[int, Any]:
 
 @statement_cache
 def _last_modified_query(dialect: str) -> Select[Any]:
-    versions = s.dataset_versions
-    return (
-        select(versions.c.dataset_id, func.max(versions.c.created_at))
+    """Each dataset's newest version written by a completed run, read from the top of
+    ix_dataset_versions_dataset_created (a grouped max read every version of the dataset)."""
+    versions = s.dataset_versions.alias()
+    newest_completed = (
+        select(versions.c.created_at)
         .join(s.runs, s.runs.c.id == versions.c.run_id)
-        .where(ids_in(dialect, versions.c.dataset_id, "datasets"), s.runs.c.state == "COMPLETED")
-        .group_by(versions.c.dataset_id)
+        .where(versions.c.dataset_id == s.datasets.c.id, s.runs.c.state == "COMPLETED")
+        .order_by(versions.c.created_at.desc())
+        .limit(1)
+        .correlate(s.datasets)
+        .scalar_subquery()
     )
+    return select(s.datasets.c.id, newest_completed).where(ids_in(dialect, s.datasets.c.id, "datasets"))
 
 
 def column_lineage_of(conn: Connection, ids: Sequence[int]) -> dict[int, list[dict]]:

@@ -131,19 +131,14 @@ def _job_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
 
 
 def _dataset_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
-    latest_run: dict[int, int] = {}
+    latest_run: dict[int, int | None] = {}
     if rows:
-        versions = conn.execute(
-            select(s.dataset_versions.c.dataset_id, s.dataset_versions.c.run_id)
-            .where(s.dataset_versions.c.dataset_id.in_([row.id for row in rows]))
-            .order_by(s.dataset_versions.c.created_at.desc(), s.dataset_versions.c.id.desc())
-        )
-        for dataset, run_id in versions:
-            latest_run.setdefault(dataset, run_id)
+        latest_run = dict(conn.execute(_latest_runs_query(conn), {"datasets": [row.id for row in rows]}).all())
     runs = _runs_by_row_id(conn, latest_run.values())
     hits = []
     for row in rows:
-        run = runs.get(latest_run[row.id]) if row.id in latest_run else None
+        run_id = latest_run.get(row.id)
+        run = runs.get(run_id) if run_id is not None else None
         hits.append(
             {
                 "run_id": run.uuid if run else None,
@@ -156,6 +151,21 @@ def _dataset_hits(conn: Connection, rows: Sequence[Any]) -> list[dict]:
             }
         )
     return hits
+
+
+@statement_cache
+def _latest_runs_query(dialect: str) -> Select[Any]:
+    """Each dataset's newest version's run, from the top of ix_dataset_versions_dataset_created."""
+    versions = s.dataset_versions.alias()
+    newest = (
+        select(versions.c.run_id)
+        .where(versions.c.dataset_id == s.datasets.c.id)
+        .order_by(versions.c.created_at.desc(), versions.c.id.desc())
+        .limit(1)
+        .correlate(s.datasets)
+        .scalar_subquery()
+    )
+    return select(s.datasets.c.id, newest).where(ids_in(dialect, s.datasets.c.id, "datasets"))
 
 
 def _highlight(text: str, name: str) -> dict[str, list[str]]:
