@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta, timezone
-from functools import cache
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, text
@@ -19,6 +19,9 @@ from sqlalchemy import ARRAY, BigInteger, Connection, Engine, any_, bindparam, t
 from consumer.query.errors import BadParameter
 
 _Statement = TypeVar("_Statement")
+# Far more than any statement has (kinds of database times the few forms a statement takes); a
+# bound all the same, so that no caller can grow the memo without end.
+_SHAPES_PER_STATEMENT = 64
 
 MAX_DEPTH = 100
 MAX_PAGE = 10_000
@@ -141,7 +144,7 @@ def statement_cache(build: Callable[..., _Statement]) -> Callable[..., _Statemen
     runs), its statement reused by every call `(connection, *shape)`: statements are immutable,
     and building one of a few joins and subqueries costs SQLAlchemy more than the database takes
     to run it."""
-    built = cache(build)
+    built = lru_cache(maxsize=_SHAPES_PER_STATEMENT)(build)
 
     def for_connection(conn: Connection, *shape: Hashable) -> _Statement:
         return built(conn.dialect.name, *shape)
