@@ -130,7 +130,7 @@ def reading(store: Any) -> Iterator[Connection]:
 def ids_in(dialect: str, column: Any, name: str) -> Any:
     """`column IN :name`, the integer ids bound when the statement runs (`{name: ids}`), so that a
     statement built once (`statement_cache`) serves every call. On PostgreSQL one array parameter
-    (`= ANY(CAST(:name AS BIGINT[]))`): the statement's text is the same for any number of ids, so
+    (`= ANY(:name::BIGINT[])`): the statement's text is the same for any number of ids, so
     it is converted and planned once per connection instead of once per call with hundreds of
     parameters; elsewhere an expanded list. (`consumer.query.graph` does the same for its SQL text.)"""
     if dialect == "postgresql":

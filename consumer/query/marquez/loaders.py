@@ -69,8 +69,7 @@ def _run_dataset_versions(conn: Connection, run_ids: Sequence[int]) -> dict[int,
         key = (run_id, direction == "input", namespace, name, version)
         if key not in seen:
             seen.add(key)
-            sides = found.get(run_id) or found.setdefault(run_id, ([], []))
-            sides[0 if key[1] else 1].append(
+            found.setdefault(run_id, ([], []))[0 if key[1] else 1].append(
                 {"datasetVersionId": {"namespace": namespace, "name": name, "version": version}, "facets": {}}
             )
     return found
