@@ -88,9 +88,9 @@ def test_migrate_is_versioned_and_idempotent(store_url):
     second = _consumer("migrate", env={"LINEAGE_STORE_URL": store_url})
     assert (
         first.stdout.strip()
-        == "schema at revision 0015 (applied 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011, 0012, 0013, 0014, 0015)"
+        == "schema at revision 0016 (applied 0001, 0002, 0003, 0004, 0005, 0006, 0007, 0008, 0009, 0010, 0011, 0012, 0013, 0014, 0015, 0016)"
     )
-    assert second.stdout.strip() == "schema at revision 0015 (nothing to apply)"
+    assert second.stdout.strip() == "schema at revision 0016 (nothing to apply)"
 
 
 @pytest.mark.parametrize("prepare_process", ["yes", "no"])

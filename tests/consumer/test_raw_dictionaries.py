@@ -186,7 +186,7 @@ def test_downgrade_makes_dictionary_frames_plain_and_upgrade_keeps_every_text(st
     frames = [frame for _, frame in _frames(store)]
     assert {dictionary_id(frame) for frame in frames} == {NO_DICTIONARY}
     assert len(frames) == len(texts)
-    assert migrate(store.engine) == ["0012", "0013", "0014", "0015"]
+    assert migrate(store.engine) == ["0012", "0013", "0014", "0015", "0016"]
     fresh = open_store(store_url)
     try:
         assert _dictionary_ids(fresh) == []
