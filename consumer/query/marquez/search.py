@@ -50,29 +50,27 @@ def _search_queries(dialect: str, kind: str | None, in_namespace: bool, by_time:
     return page, select(func.count()).select_from(found)
 
 
-def _search_part(dialect: str, kind: str, table: Any, in_namespace: bool) -> Any:
-    # SQLite's LIKE ignores ASCII case already; lower() there would cost a call per row
+def _name_matches(dialect: str, table: Any) -> Any:
+    """`table.name` matches the bound `:pattern`, ignoring case (SQLite's LIKE ignores ASCII case
+    already; lower() there would cost a call per row)."""
     pattern = bindparam("pattern", type_=String)
-    matches = table.c.name.ilike(pattern) if dialect == "postgresql" else table.c.name.like(pattern)
+    return table.c.name.ilike(pattern) if dialect == "postgresql" else table.c.name.like(pattern)
+
+
+def _search_part(dialect: str, kind: str, table: Any, in_namespace: bool) -> Any:
     # names are matched first on their own (a covering scan of the (namespace_id, name) index), then only
     # the matches are joined for the columns shown
-    conditions = [table.c.id.in_(select(table.c.id).where(matches))]
+    conditions = [table.c.id.in_(select(table.c.id).where(_name_matches(dialect, table)))]
     if in_namespace:
         conditions.append(s.namespaces.c.name == bindparam("namespace", type_=String))
     if table is s.datasets:
         conditions.append(table.c.is_deleted.is_(False))
+    updated_at = s.job_seen_at(s.jobs.c.updated_at).label("updated_at") if table is s.jobs else table.c.updated_at
     return (
-        select(literal(kind).label("type"), table.c.name, _updated_at(table), s.namespaces.c.name.label("namespace"))
+        select(literal(kind).label("type"), table.c.name, updated_at, s.namespaces.c.name.label("namespace"))
         .join(s.namespaces, s.namespaces.c.id == table.c.namespace_id)
         .where(*conditions)
     )
-
-
-def _updated_at(table: Any) -> Any:
-    return _JOB_UPDATED_AT if table is s.jobs else table.c.updated_at
-
-
-_JOB_UPDATED_AT = s.job_seen_at(s.jobs.c.updated_at).label("updated_at")
 
 
 # Marquez indexes the last event's type; our runs keep the state that event left behind.
@@ -93,10 +91,12 @@ def search_hits(store: Any, text: str, kind: str, limit: int) -> dict:
 @statement_cache
 def _hits_query(dialect: str, kind: str) -> Select[Any]:
     table = s.jobs if kind == "JOB" else s.datasets
-    pattern = bindparam("pattern", type_=String)
-    matches = table.c.name.ilike(pattern) if dialect == "postgresql" else table.c.name.like(pattern)
     select_rows = job_select() if kind == "JOB" else dataset_select().where(s.datasets.c.is_deleted.is_(False))
-    return select_rows.where(matches).order_by(table.c.name, s.namespaces.c.name).limit(bindparam("limit", type_=Integer))
+    return (
+        select_rows.where(_name_matches(dialect, table))
+        .order_by(table.c.name, s.namespaces.c.name)
+        .limit(bindparam("limit", type_=Integer))
+    )
 
 
 def _runs_by_row_id(conn: Connection, run_ids: Iterable[int | None]) -> dict[int, Any]:
