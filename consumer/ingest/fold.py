@@ -42,6 +42,7 @@ from consumer.store.rows import (
     VersionFold,
     lineage_content,
     lineage_hash,
+    lineage_version,
     lock_id,
     next_state,
     state_hash,
@@ -75,7 +76,8 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
         runs=runs,
         versions=_versions(batch),
         lineage=lineage,
-        lineage_versions={uuid: _version_of(run_lineage) for uuid, run_lineage in lineage.items()},
+        # built here, beside the rest of the batch, not on the writer's thread
+        lineage_versions={uuid: lineage_version(run_lineage) for uuid, run_lineage in lineage.items()},
         declared=_declared_lineage(batch),
         snapshots=_snapshots(batch),
         partitions=_partitions(batch),
@@ -323,13 +325,6 @@ def _run_lineage(batch: Sequence[EventRows]) -> dict[str, LineageFold]:
         known = found.get(rows.run.uuid)
         found[rows.run.uuid] = lineage if known is None else known.union(lineage)
     return {uuid: found[uuid] for uuid in sorted(found)}
-
-
-def _version_of(lineage: LineageFold) -> tuple[str, dict[str, Any]]:
-    """The hash and content of the job version `lineage` is (the writer's, unless the run's stored
-    version adds to it): built here, beside the rest of the batch, not on the writer's thread."""
-    content = lineage_content(lineage)
-    return lineage_hash(content), content
 
 
 def _declared_lineage(batch: Sequence[EventRows]) -> dict[JobKey, LineageFold]:

@@ -284,6 +284,12 @@ def lineage_hash(content: Mapping[str, Any]) -> str:
     return hashlib.sha256(json_codec.dumps_bytes(content)).hexdigest()
 
 
+def lineage_version(lineage: LineageFold) -> tuple[str, dict[str, Any]]:
+    """The hash and the content (lineage_content) of the job version `lineage` is."""
+    content = lineage_content(lineage)
+    return lineage_hash(content), content
+
+
 # (dataset, version, run (of the earliest event, when it wrote the dataset), content hash, fields (JSON),
 #  facets of its content, facets of the version itself (PER_VERSION_FACETS), created_at)
 VersionFold = tuple[DatasetKey, str, "str | None", str, "bytes | None", Facets, Facets, datetime]

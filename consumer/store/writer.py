@@ -44,9 +44,8 @@ from consumer.store.rows import (
     RunFold,
     current_rows,
     keeps_stored_facets,
-    lineage_content,
     lineage_from_content,
-    lineage_hash,
+    lineage_version,
     next_state,
     stamp,
 )
@@ -565,8 +564,7 @@ class _BatchWriter:
                 if union.key() == known_lineage.key():
                     continue  # nothing new: the run keeps its version
                 batch_lineage = union
-                content = lineage_content(union)
-                content_hash = lineage_hash(content)
+                content_hash, content = lineage_version(union)
             wanted[uuid] = (run_job_ids[uuid], content_hash, content, batch_lineage.time)
         ids = self._version_ids(
             {(job_id, content_hash): (content, time) for job_id, content_hash, content, time in wanted.values()}
@@ -618,8 +616,7 @@ class _BatchWriter:
         for job, lineage in folded.declared.items():
             job_id = job_ids[job]
             if stored.get(job_id) is None or lineage.time >= stored[job_id]:
-                content = lineage_content(lineage)
-                newer[job_id] = (lineage_hash(content), content, lineage.time)
+                newer[job_id] = (*lineage_version(lineage), lineage.time)
         ids = self._version_ids({(job_id, h): (content, time) for job_id, (h, content, time) in newer.items()})
         self.many(
             update(jobs)
