@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event, text
 
 from tests.consumer.helpers import dump, write_events
+from tests.support.databases import query_plan
 from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
 from tests.support.paths import third_party_events
 
@@ -434,17 +435,6 @@ def test_versions_of_one_content_share_one_stored_content(store):
     assert all(v["facets"]["snapshot"]["snapshotId"] == v["version"] and "columnLineage" in v["facets"] for v in versions)
 
 
-def _plan(store, statement) -> str:
-    """`statement`'s query plan (PostgreSQL: with table scans priced out, so a scan left in the
-    plan is one no index could replace)."""
-    with store.engine.connect() as connection:
-        sql = str(statement.compile(connection, compile_kwargs={"literal_binds": True}))
-        if connection.dialect.name == "sqlite":
-            return "\n".join(row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
-        connection.exec_driver_sql("SET enable_seqscan = off")
-        return "\n".join(row[0] for row in connection.exec_driver_sql(f"EXPLAIN {sql}"))
-
-
 def test_a_jobs_column_lineage_is_found_by_index_not_by_reading_the_whole_table(store):
     """Every batch replaces the column lineage of the jobs whose version changed; on a store of
     millions of edges a table scan per batch would make each write cost the store's size."""
@@ -461,9 +451,9 @@ def test_a_jobs_column_lineage_is_found_by_index_not_by_reading_the_whole_table(
     table_scan = "SCAN column_lineage" if dialect == "sqlite" else "Seq Scan on column_lineage"
     job_indexes = ("uq_column_lineage_field", "uq_column_lineage_dataset")  # both led by job_id
 
-    assert table_scan in _plan(store, bare)  # job_id alone: neither partial index serves it
+    assert table_scan in query_plan(store, bare)  # job_id alone: neither partial index serves it
     for statement in (replaced, published):
-        plan = _plan(store, statement)
+        plan = query_plan(store, statement)
         assert table_scan not in plan, plan
         if dialect == "sqlite":  # no statistics: the plan is the one the condition's form gives
             assert all(index in plan for index in job_indexes) and "ix_column_lineage_output_field" not in plan, plan

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, Select, select, update
+from sqlalchemy import select, update
 
 from benchmarks.dataset_history import TABLE, add_versions
 from benchmarks.query import HUB_GROUP, NS, T0, build_hubs
@@ -18,19 +18,9 @@ from consumer.query.marquez.catalog import _versions_page
 from consumer.query.marquez.loaders import _last_modified_query
 from consumer.query.marquez.search import _latest_runs_query
 from consumer.store import schema as s
+from tests.support.databases import query_plan
 
 INDEX = "ix_dataset_versions_dataset_created"
-
-
-def _plan(conn: Connection, statement: Select[Any], parameters: dict[str, Any]) -> str:
-    bound = statement.params(parameters)
-    if conn.dialect.name == "sqlite":
-        text = bound.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True})
-        return "\n".join(row[-1] for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {text}"))
-    compiled = bound.compile(dialect=conn.dialect)
-    # an empty table costs nothing to scan and sort: ask for the plan a large one gets
-    conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
-    return "\n".join(row[0] for row in conn.exec_driver_sql(f"EXPLAIN {compiled}", compiled.params))
 
 
 @pytest.mark.parametrize(
@@ -43,8 +33,9 @@ def _plan(conn: Connection, statement: Select[Any], parameters: dict[str, Any]) 
     ids=["versions-page", "last-modified", "latest-run"],
 )
 def test_read_from_the_top_of_the_index(store: Any, question: str, statement: Any, parameters: dict[str, Any]) -> None:
-    with store.engine.begin() as conn:
-        plan = _plan(conn, statement(conn), parameters)
+    with store.engine.connect() as conn:
+        built = statement(conn)
+    plan = query_plan(store, built.params(parameters))
     assert INDEX in plan, f"{question}:\n{plan}"
     assert "TEMP B-TREE" not in plan and "Sort" not in plan, f"{question} sorts the dataset's versions:\n{plan}"
 

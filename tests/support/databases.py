@@ -9,6 +9,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,14 @@ def postgres_store(postgres_url: str) -> Iterator[object]:
 @pytest.fixture
 def store(store_url: str) -> Iterator[object]:
     yield from _opened(store_url)
+
+
+def query_plan(store: Any, statement: Any) -> str:
+    """`statement`'s query plan, its parameters written into it (PostgreSQL: with table scans priced
+    out, so a scan left in the plan is one no index could replace)."""
+    with store.engine.begin() as connection:
+        sql = str(statement.compile(connection, compile_kwargs={"literal_binds": True}))
+        if connection.dialect.name == "sqlite":
+            return "\n".join(row[3] for row in connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}"))
+        connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+        return "\n".join(row[0] for row in connection.exec_driver_sql(f"EXPLAIN {sql}"))
