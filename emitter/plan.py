@@ -31,9 +31,10 @@ class PlanError(ValueError):
     """The plan JSON is not a Spark TreeNode list."""
 
 
-@frozen
-class Attribute:
-    """One output column of a plan node, identified across the plan by its Catalyst expr id."""
+class Attribute(NamedTuple):
+    """One output column of a plan node, identified across the plan by its Catalyst expr id.
+
+    A NamedTuple, like `Expr`: a TPC-DS plan declares hundreds of these."""
 
     expr_id: int
     name: str

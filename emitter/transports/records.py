@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import functools
 import json
 import threading
 import time
@@ -96,15 +97,15 @@ def _plain(value: Any) -> Any:
     value_class = value.__class__
     if value_class in _SCALARS or value is None:
         return value
-    fields = getattr(value_class, "__attrs_attrs__", None)
-    if fields is not None:
+    names = _attrs_field_names(value_class)
+    if names is not None:
         as_dict = {}
-        for field in fields:
-            item = getattr(value, field.name)
+        for name in names:
+            item = getattr(value, name)
             if item is not None and item.__class__ not in _SCALARS:
                 item = _plain(item)
             if item is not None:
-                as_dict[field.name] = item
+                as_dict[name] = item
         return as_dict
     if isinstance(value, dict):
         as_dict = {}
@@ -133,6 +134,12 @@ def _plain(value: Any) -> Any:
     if value_class.__name__ == "int64":  # numpy's, as Serde converts it
         return int(value)
     return value
+
+
+@functools.lru_cache(maxsize=256)  # one entry per class: the event and facet classes
+def _attrs_field_names(value_class: type) -> tuple[str, ...] | None:
+    fields = getattr(value_class, "__attrs_attrs__", None)
+    return None if fields is None else tuple(field.name for field in fields)
 
 
 def _non_serializable(value: Any) -> str:
