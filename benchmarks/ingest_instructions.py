@@ -47,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the code to compare with")
     parser.add_argument("--workload", choices=("new", "repeat"), default="new")
-    parser.add_argument("--events", type=int, default=1000, help="N: the counts are of N and of 2N events")
+    parser.add_argument("--events", type=int, default=1000, help="N (at least 1000): the counts are of N and of 2N events")
     parser.add_argument("--postgres", help="admin URL of a PostgreSQL: also count the runs into scratch databases there")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as scratch:
