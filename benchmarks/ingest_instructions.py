@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1000, help="N (at least 1000): the counts are of N and of 2N events")
     parser.add_argument("--postgres", help="admin URL of a PostgreSQL: also count the runs into scratch databases there")
     args = parser.parse_args()
+    if args.events < 2 * BATCH:
+        parser.error(f"--events must be at least {2 * BATCH}: with fewer, the first batch's costs are in the difference")
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as scratch:
         events = Path(scratch) / "events.jsonl"
         write_workload(events, args.workload, args.events)
