@@ -53,6 +53,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
+from benchmarks.proc_stat import live_processes
 from benchmarks.scratch_postgres import scratch_database
 from consumer.ingest.kafka_io import DeadLetters, EventSource
 from consumer.ingest.kafka_loop import Ingestor, SourceState
@@ -406,25 +407,14 @@ def replay_rate(store_url: str) -> float:
 
 def _process_tree_cpu_seconds(roots: list[int]) -> float:
     """User + system CPU-seconds of the processes `roots` and their children (from /proc)."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    ticks = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    processes = {process.pid: process for process in live_processes()}
     tree = set(roots)
     grown = True
     while grown:
-        children = {pid for pid, parent in parents.items() if parent in tree} - tree
+        children = {pid for pid, process in processes.items() if process.parent in tree} - tree
         grown = bool(children)
         tree |= children
-    return sum(times.get(pid, 0.0) for pid in tree)
+    return sum(processes[pid].cpu_seconds for pid in tree if pid in processes)
 
 
 def processes_rate(

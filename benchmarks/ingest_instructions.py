@@ -27,7 +27,6 @@ how much faster it runs.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import re
@@ -122,16 +121,11 @@ def driver_command(tree: Path, events: Path, count: int) -> list[str]:
 def postgres_cpu_seconds() -> float:
     """User + system CPU of every live `postgres` process on this machine and of the children
     they reaped (a connection's backend ends with its connection; the postmaster reaps it)."""
-    ticks = 0
-    for stat_path in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            stat = Path(stat_path).read_text()
-        except OSError:
-            continue
-        if stat[stat.index("(") + 1 : stat.rindex(")")].startswith("postgres"):
-            fields = stat[stat.rindex(")") + 2 :].split()
-            ticks += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
+    from benchmarks.proc_stat import live_processes  # not at the top: the driver runs against trees without it
+
+    return sum(
+        process.cpu_seconds + process.reaped_cpu_seconds for process in live_processes() if process.name.startswith("postgres")
+    )
 
 
 def drive(tree: Path, events: Path, count: int) -> int:

@@ -6,19 +6,14 @@ processes does not. Linux only (reads /proc/<pid>/stat).
 
 from __future__ import annotations
 
-import os
 import time
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+from benchmarks.proc_stat import process_stat
 
 
 def process_cpu_seconds(pid: int) -> float:
     """utime + stime of `pid` (all its threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as stat_file:
-        # The command name (field 2) may contain spaces; the fields after it are fixed.
-        fields = stat_file.read().rsplit(")", 1)[1].split()
-    user_ticks, system_ticks = int(fields[11]), int(fields[12])
-    return (user_ticks + system_ticks) / _CLOCK_TICKS
+    return process_stat(pid).cpu_seconds
 
 
 class CpuClock:
