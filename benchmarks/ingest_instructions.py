@@ -11,8 +11,8 @@ client), the same count for the same code, data and environment whatever else th
 Per tree (this checkout, and `--baseline`, a checkout of other code), one process prepares and
 stores the first N and then the first 2N events of one workload file into a fresh store, in
 batches of 500 as the consumer's ingest loop does per poll: prepare (decode, validate,
-materialize) in the process itself rather than in the loop's worker process, then one store
-transaction; the raw-event dictionary is trained after the first batch where the tree has one.
+materialize, fold) in the process itself rather than in the loop's worker process, then one store
+transaction of that fold; the raw-event dictionary is trained after the first batch where the tree has one.
 The difference of the two counts over N is what one more event costs once the store is set up
 (migrations, imports and the first batches are in both counts). With `--postgres` the same runs
 go to scratch databases on that server; the server's work is not in the count, its CPU time
@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 BATCH = 500
 DRIVER = Path(__file__).resolve()
@@ -136,7 +136,7 @@ def drive(tree: Path, events: Path, count: int) -> int:
 
     if not Path(consumer.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"the consumer imported is {consumer.__file__}, not {tree}'s: put the tree on PYTHONPATH")
-    from consumer.ingest.prepare import Preparer, good_events, tune_garbage_collector
+    from consumer.ingest.prepare import Preparer, tune_garbage_collector
     from consumer.ingest.store_writes import StoreWrites
     from consumer.store import open_store
 
@@ -154,12 +154,22 @@ def drive(tree: Path, events: Path, count: int) -> int:
             prepared = preparer.submit(batch, dictionary)()
         else:
             prepared = preparer.submit(batch)()
-        stored += writes.write(good_events(batch, prepared))
+        stored += store_prepared(writes, batch, prepared)
         if has_dictionary and dictionary is None:
             writes.train_raw_dictionary()
     preparer.close()
     store.dispose()
     return stored
+
+
+def store_prepared(writes: Any, batch: list[bytes], prepared: Any) -> int:
+    """Store a prepared batch as the ingest loop does (consumer.ingest.kafka_loop.store_polled):
+    the fold the preparing step made, folded once; each event on its own only when folding failed."""
+    from consumer.ingest.prepare import good_events
+
+    if prepared.folded is None:
+        return int(writes.write(good_events(batch, prepared)))
+    return int(writes.write_folded(prepared.folded, lambda: good_events(batch, prepared)))
 
 
 if __name__ == "__main__":

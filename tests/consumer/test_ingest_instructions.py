@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import NoReturn
 
+import pytest
 from sqlalchemy import create_engine, func, select
 
-from benchmarks.ingest_instructions import driver_command, write_workload
+from benchmarks.ingest_instructions import driver_command, store_prepared, write_workload
+from consumer.ingest import store_writes
+from consumer.ingest.prepare import Preparer
+from consumer.ingest.store_writes import StoreWrites
+from consumer.store import open_store
 from consumer.store.schema import runs
 from tests.support.paths import PROJECT_ROOT
 
@@ -31,6 +37,23 @@ def test_the_driver_stores_the_events_it_is_given(tmp_path: Path) -> None:
     with engine.connect() as connection:
         assert connection.execute(select(func.count()).select_from(runs)).scalar_one() == 4
     engine.dispose()
+
+
+def test_a_prepared_batch_is_stored_as_folded_without_folding_it_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ingest loop stores the fold its preparing step made; counting a second fold per batch
+    would count work the consumer does not do."""
+    events = tmp_path / "events.jsonl"
+    write_workload(events, "new", 3)
+    batch = events.read_bytes().splitlines()
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    prepared = Preparer(None, in_worker=False).submit(batch)()
+
+    def folded_again(*_: object, **__: object) -> NoReturn:
+        raise AssertionError("the batch was folded a second time")
+
+    monkeypatch.setattr(store_writes, "fold", folded_again)
+    assert store_prepared(StoreWrites(store), batch, prepared) == 6
+    store.dispose()
 
 
 def test_a_tree_whose_consumer_is_not_imported_is_refused(tmp_path: Path) -> None:
