@@ -5,6 +5,7 @@ capture does not end the thread, a full backlog waits instead of dropping, and s
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Any
 
@@ -145,3 +146,32 @@ def test_settle_times_out_while_a_build_is_held_and_stop_drains_afterwards() -> 
     assert worker.stop(WAIT_S)
     worker.handle(_aggregate_capture())  # after stop: built on the caller's thread, not lost
     assert len(client.events) == 4
+
+
+class CollectorWatchingClient:
+    """A transport that notes whether Python's cyclic garbage collector ran while each event was emitted."""
+
+    def __init__(self) -> None:
+        self.collector_on: list[bool] = []
+
+    def emit(self, event: Any) -> None:
+        self.collector_on.append(gc.isenabled())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_paused_while_an_item_is_built_and_left_as_it_was(enabled: bool) -> None:
+    """A build's objects, promoted by collections during it, set off full collections of the
+    whole process: the pipeline thread pauses the collector per item, and leaves it as it found it."""
+    client = CollectorWatchingClient()
+    worker = PipelineWorker(new_context(EmitterConfig(namespace="fixtures"), SESSION), client)
+    was_enabled = gc.isenabled()
+    if not enabled:
+        gc.disable()
+    try:
+        worker.handle_actions([_aggregate_capture()])
+        assert worker.stop(WAIT_S)
+        assert client.collector_on == [False, False]
+        assert gc.isenabled() is enabled
+    finally:
+        if was_enabled:
+            gc.enable()
