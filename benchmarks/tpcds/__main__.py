@@ -1,4 +1,4 @@
-"""`python -m benchmarks.tpcds generate | capture [--queries q1,q5] | run [--queries q1,q5] | compare LANDED THIS`."""
+"""`python -m benchmarks.tpcds generate | capture [--queries q1,q5] | run [--queries q1,q5] [--master local[1]] | compare LANDED THIS`."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from benchmarks.tpcds.queries import parse_query_list
+from benchmarks.tpcds.spark import DEFAULT_MASTER
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -20,6 +21,12 @@ def _parser() -> argparse.ArgumentParser:
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--queries", help="comma-separated subset, e.g. q1,q5,q14")
+    commands.choices["run"].add_argument(
+        "--master",
+        default=DEFAULT_MASTER,
+        help=f"Spark master (default {DEFAULT_MASTER}); local[1] runs the tasks on one core and leaves the other to "
+        "the driver and the emitter, as on a cluster, where the driver runs no tasks",
+    )
     compare = commands.add_parser("compare", help="two runs' summary.json side by side (the landed code's, then this code's)")
     compare.add_argument("landed", help="summary.json of a run of the landed code")
     compare.add_argument("this", help="summary.json of a run of this code, on the same statements")
@@ -48,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from benchmarks.tpcds import runner
 
-    return runner.main(wanted)
+    return runner.main(wanted, arguments.master)
 
 
 if __name__ == "__main__":

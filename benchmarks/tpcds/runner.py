@@ -72,26 +72,30 @@ class _PipelineTimer:
             self.build_ms.append((time.perf_counter() - started) * 1000)
 
 
-def main(wanted: Sequence[str] | None = None) -> int:
+def main(wanted: Sequence[str] | None = None, master: str = spark_io.DEFAULT_MASTER) -> int:
     generate.ensure_generated()
     statements = all_ctas(select_queries(load_query_texts(), wanted))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     output_dir = results_dir() / stamp
     output_dir.mkdir(parents=True, exist_ok=True)
-    summaries = run(statements, output_dir)
+    summaries = run(statements, output_dir, master=master)
+    print(f"Spark master: {master}")
     print(format_report(summaries))
-    as_json = {variant: attrs.asdict(summary) for variant, summary in summaries.items()}
+    as_json: dict[str, Any] = {variant: attrs.asdict(summary) for variant, summary in summaries.items()}
+    as_json["master"] = master
     (output_dir / "summary.json").write_text(json.dumps(as_json, indent=1, default=str) + "\n")
     print(f"\nevents: {output_dir / 'events.jsonl'}\nsummary: {output_dir / 'summary.json'}")
     return 0
 
 
-def run(statements: list[Ctas], output_dir: Path, tables_root: Path | None = None) -> dict[str, Summary]:
+def run(
+    statements: list[Ctas], output_dir: Path, tables_root: Path | None = None, master: str = spark_io.DEFAULT_MASTER
+) -> dict[str, Summary]:
     """Time `statements` in the three variants; the summary of each emitted variant. The events
     land in `output_dir/events.jsonl` (compact dump) and `output_dir/events-toJSON.jsonl`."""
     tables_root = tables_root or tables_dir()
     warehouse = Path(tempfile.mkdtemp(prefix="warehouse-", dir=output_dir))
-    plain = spark_io.build_session(warehouse, "tpcds-bench")
+    plain = spark_io.build_session(warehouse, "tpcds-bench", master)
     try:
         spark_io.register_tables(plain, tables_root, generate.table_names(tables_root))
         sessions = {PLAIN: plain}

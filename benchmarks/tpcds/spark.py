@@ -18,6 +18,8 @@ SOURCE_DATABASE = "tpcds"
 DOUBLE_QUOTED_IDENTIFIERS = "spark.sql.ansi.doubleQuotedIdentifiers"
 ANSI_MODE = "spark.sql.ansi.enabled"
 
+DEFAULT_MASTER = "local[2]"
+
 # Shared 2-core machine: keep Spark small and quiet; never truncate plan field lists.
 SESSION_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -29,7 +31,7 @@ SESSION_CONF: dict[str, str] = {
 }
 
 
-def build_session(warehouse: Path, app_name: str, master: str = "local[2]") -> SparkSession:
+def build_session(warehouse: Path, app_name: str, master: str = DEFAULT_MASTER) -> SparkSession:
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in {**SESSION_CONF, "spark.sql.warehouse.dir": str(warehouse)}.items():
         builder = builder.config(key, value)
