@@ -10,7 +10,8 @@ and handing them to the transport (`client.emit`, the only I/O) happen here, one
 time in arrival order, streaming callbacks included, so the events come out in the order
 Spark reported what they describe.
 
-Python's cyclic garbage collector is paused while this thread works on an item (_collector_paused).
+Python's cyclic garbage collector is paused while this thread builds an item's events, not
+while it hands them to the transport (_collector_paused).
 
 This thread keeps the attachment's streaming runs (`streams.StreamRuns`): a StreamStarted
 registers its run before its events are built, so a foreachBatch write queued after it finds
@@ -75,16 +76,19 @@ class PipelineWorker:
     # building (on this worker's thread) ---------------------------------------------------
     def build_actions(self, actions: list[Capture]) -> list[RunEvent]:
         context = self.context.with_streams(self.streams.live())
-        built = [event for action in actions for event in pipeline.action_events(action, context)]
+        built = _collector_paused(lambda: [event for action in actions for event in pipeline.action_events(action, context)])
         self.emit(built)
         return built
 
     def build_stream(self, capture: StreamCapture) -> list[RunEvent]:
-        if isinstance(capture, StreamStarted):
-            self.streams.started(pipeline.started_run(capture, self.context))
-        built = pipeline.stream_events(capture, self.context.with_streams(self.streams.live()))
+        built = _collector_paused(lambda: self._stream_events(capture))
         self.emit(built)
         return built
+
+    def _stream_events(self, capture: StreamCapture) -> list[RunEvent]:
+        if isinstance(capture, StreamStarted):
+            self.streams.started(pipeline.started_run(capture, self.context))
+        return pipeline.stream_events(capture, self.context.with_streams(self.streams.live()))
 
     # the transport stage ------------------------------------------------------------------
     def emit(self, built: Iterable[RunEvent]) -> None:
@@ -137,24 +141,25 @@ class PipelineWorker:
                 if entry is _STOP:
                     return
                 step, item = entry
-                _collector_paused(step, item)
+                step(item)
             except Exception as error:  # one bad capture must not end the thread
                 log.warning("OpenLineage: events of a Spark action not built: %s", error, exc_info=log.isEnabledFor(10))
             finally:
                 self._queue.task_done()
 
 
-def _collector_paused(step: Callable[[Any], T], item: Any) -> T:
-    """`step(item)` with Python's cyclic garbage collector paused, if it runs. A large plan's build
+def _collector_paused(build: Callable[[], T]) -> T:
+    """`build()` with Python's cyclic garbage collector paused, if it runs. A large plan's build
     holds hundreds of thousands of objects for a few milliseconds, all freed by reference counting
     at its end (it makes no reference cycles). Collections during it promoted them to the oldest
     generation and so set off full collections of the whole process (about 50 ms each on TPC-DS,
-    most of the emitter's worst times). The pause is process-wide while it lasts; collection resumes
-    after it, unless the collector was off when the step began."""
+    most of the emitter's worst times). The pause is process-wide while it lasts, so it covers the
+    pure build only, never the transport (which may wait on a network); collection resumes after
+    it, unless the collector was off when the build began."""
     if not gc.isenabled():
-        return step(item)
+        return build()
     gc.disable()
     try:
-        return step(item)
+        return build()
     finally:
         gc.enable()

@@ -13,6 +13,7 @@ import pytest
 from attrs import evolve
 from openlineage.client.serde import Serde
 
+from emitter import pipeline
 from emitter.capture import MicroBatchTag, RelationInfo, StreamEnded, TableRef
 from emitter.config import EmitterConfig
 from emitter.dedupe import WrapperDedupe
@@ -149,7 +150,7 @@ def test_settle_times_out_while_a_build_is_held_and_stop_drains_afterwards() -> 
 
 
 class CollectorWatchingClient:
-    """A transport that notes whether Python's cyclic garbage collector ran while each event was emitted."""
+    """A transport that notes whether Python's cyclic garbage collector was on while each event was emitted."""
 
     def __init__(self) -> None:
         self.collector_on: list[bool] = []
@@ -159,9 +160,20 @@ class CollectorWatchingClient:
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_the_collector_is_paused_while_an_item_is_built_and_left_as_it_was(enabled: bool) -> None:
-    """A build's objects, promoted by collections during it, set off full collections of the
-    whole process: the pipeline thread pauses the collector per item, and leaves it as it found it."""
+def test_the_collector_is_paused_while_events_are_built_not_while_they_are_emitted(
+    enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build's objects, promoted by collections during it, set off full collections of the whole
+    process: the pipeline thread pauses the collector while it builds (never while the transport
+    may wait on a network), and leaves it as it found it."""
+    collector_on_while_building: list[bool] = []
+    build = pipeline.action_events
+
+    def watched_build(capture: Any, context: Any) -> Any:
+        collector_on_while_building.append(gc.isenabled())
+        return build(capture, context)
+
+    monkeypatch.setattr(pipeline, "action_events", watched_build)
     client = CollectorWatchingClient()
     worker = PipelineWorker(new_context(EmitterConfig(namespace="fixtures"), SESSION), client)
     was_enabled = gc.isenabled()
@@ -170,7 +182,8 @@ def test_the_collector_is_paused_while_an_item_is_built_and_left_as_it_was(enabl
     try:
         worker.handle_actions([_aggregate_capture()])
         assert worker.stop(WAIT_S)
-        assert client.collector_on == [False, False]
+        assert collector_on_while_building == [False]
+        assert client.collector_on == [enabled, enabled]
         assert gc.isenabled() is enabled
     finally:
         if was_enabled:
