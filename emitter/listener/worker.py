@@ -153,7 +153,7 @@ def _collector_paused(build: Callable[[], T]) -> T:
     holds hundreds of thousands of objects for a few milliseconds, all freed by reference counting
     at its end (it makes no reference cycles). Collections during it promoted them to the oldest
     generation and so set off full collections of the whole process (about 50 ms each on TPC-DS,
-    most of the emitter's worst times). The pause is process-wide while it lasts, so it covers the
+    the emitter's longest builds). The pause is process-wide while it lasts, so it covers the
     pure build only, never the transport (which may wait on a network); collection resumes after
     it, unless the collector was off when the build began."""
     if not gc.isenabled():
