@@ -1,6 +1,6 @@
 """`python -m demo` (what `./run demo` runs): the whole product on embedded defaults.
 
-1. starts a local Kafka-compatible broker (Tansu) and the lineage consumer on a SQLite file,
+1. starts a local Apache Kafka broker (single KRaft node) and the lineage consumer on a SQLite file,
 2. runs the sample PySpark pipeline (demo/pipeline.py) with the emitter attached, publishing to Kafka,
 3. waits until the consumer has stored every event, then prints lineage answers from its API:
    every output column's inputs, the upstream tables and columns of a table (transitively),

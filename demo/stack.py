@@ -1,4 +1,4 @@
-"""The demo's local services: a Tansu broker and the lineage consumer (`python -m consumer serve`)
+"""The demo's local services: an Apache Kafka broker (demo/broker.py) and the lineage consumer (`python -m consumer serve`)
 on a SQLite file, both stopped when the demo ends."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import attrs
 import httpx
 
-from demo.broker import free_port, start_tansu
+from demo.broker import free_port, start_kafka
 
 CONSUMER_START_TIMEOUT_SECONDS = 90.0
 TOPIC = "openlineage.events"
@@ -71,7 +71,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def running_stack(work_dir: Path, api_port: int | None = None) -> Iterator[Stack]:
-    broker = start_tansu(work_dir)
+    broker = start_kafka(work_dir / "kafka")
     port = _api_port(api_port)
     store_url = f"sqlite:///{work_dir / 'lineage.db'}"
     log_path = work_dir / "consumer.log"
@@ -82,9 +82,6 @@ def running_stack(work_dir: Path, api_port: int | None = None) -> Iterator[Stack
         "LINEAGE_TOPIC": TOPIC,
         "LINEAGE_HOST": "127.0.0.1",
         "LINEAGE_PORT": str(port),
-        # a single-member group: short timeouts make the first join quick on Tansu
-        "LINEAGE_SESSION_TIMEOUT_MS": "6000",
-        "LINEAGE_MAX_POLL_INTERVAL_MS": "6000",
     }
     with log_path.open("wb") as log_file:
         consumer = subprocess.Popen(

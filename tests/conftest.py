@@ -13,9 +13,8 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 pytest_plugins = [
     "tests.support.spec",
     "tests.support.spark",
-    "tests.support.broker",
+    "tests.support.kafka_server",
     "tests.support.databases",
-    "tests.support.relay",
     "tests.support.browser",
 ]
 

@@ -1,6 +1,7 @@
 """Real databases for the consumer's store: `sqlite_store` (a file in tmp_path),
 `postgres_store` (a fresh schema in a database created for this test session in the
-PostgreSQL at 127.0.0.1:5432 or $LINEAGE_TEST_POSTGRES_URL, dropped afterwards; unreachable -> `skip_or_fail`) and `store`, which runs a test on both —
+PostgreSQL at $LINEAGE_TEST_POSTGRES_URL, dropped afterwards; `./run tests` starts a cluster of its
+own and sets it, `./run postgres` prints it; unset or unreachable -> `skip_or_fail`) and `store`, which runs a test on both —
 the store contract test. `store_url` is the same pair as URLs, for tests that start the CLI."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 
 from tests.support.require import skip_or_fail
 
-POSTGRES_ADMIN_URL = os.environ.get("LINEAGE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+POSTGRES_URL_ENV = "LINEAGE_TEST_POSTGRES_URL"
+POSTGRES_ADMIN_URL = os.environ.get(POSTGRES_URL_ENV, "")
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +27,8 @@ def postgres_database_url() -> Iterator[str]:
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import OperationalError
 
+    if not POSTGRES_ADMIN_URL:
+        skip_or_fail(f"no PostgreSQL: ${POSTGRES_URL_ENV} is not set (./run tests starts one; ./run postgres prints its URL)")
     admin = create_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
     name = f"lineage_test_{uuid.uuid4().hex[:10]}"
     unreachable = None
