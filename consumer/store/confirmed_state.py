@@ -3,8 +3,8 @@
 A batch whose every event of a job belongs to a run that asserted exactly the job's stored state
 leaves the job's row as it is (consumer.store.writer): such runs hold the times the row would have
 taken, read with `schema.job_seen_at` and `schema.confirmed_until`. Before a job's row is written
-again, before runs are deleted and before the state columns go, those times are written into the
-row (`confirm`, `settle_confirmed`)."""
+again and before runs are deleted, those times are written into the row (`confirm`,
+`settle_confirmed`)."""
 
 from __future__ import annotations
 

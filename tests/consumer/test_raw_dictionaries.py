@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 
-from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
@@ -22,7 +21,6 @@ from consumer.ingest.store_writes import StoreWrites
 from consumer.query.marquez.catalog import lineage_events
 from consumer.store import open_store
 from consumer.store.compressed_text import NO_DICTIONARY, Dictionary, compress, dictionary_id, train
-from consumer.store.migrations import _config, migrate
 from tests.consumer.helpers import ListDeadLetters, ListSource, Record, write_events
 from tests.support.events import BASE_TIME, batch_write, table, with_column_lineage
 from tests.support.paths import PROJECT_ROOT
@@ -176,23 +174,6 @@ def test_the_events_api_reads_dictionary_frames_through_a_bare_engine(store):
     texts, _, _ = _mixed_store(store)
     answer = lineage_events(store.engine, None, None, "desc", 1000, 0)
     assert sorted(json.dumps(event, sort_keys=True) for event in answer["events"]) == _canonical(texts)
-
-
-def test_downgrade_makes_dictionary_frames_plain_and_upgrade_keeps_every_text(store, store_url):
-    texts, _, _ = _mixed_store(store)
-    with store.engine.connect() as connection:
-        command.downgrade(_config(connection), "0011")
-        connection.commit()
-    frames = [frame for _, frame in _frames(store)]
-    assert {dictionary_id(frame) for frame in frames} == {NO_DICTIONARY}
-    assert len(frames) == len(texts)
-    assert migrate(store.engine) == ["0012", "0013", "0014", "0015", "0016"]
-    fresh = open_store(store_url)
-    try:
-        assert _dictionary_ids(fresh) == []
-        assert _texts(fresh) == texts
-    finally:
-        fresh.dispose()
 
 
 def test_a_writer_uses_the_dictionary_another_trained_and_the_same_events_train_the_same_one(store, store_url):

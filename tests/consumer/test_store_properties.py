@@ -280,38 +280,38 @@ def _written_in_order(store: Store, events: list[dict[str, Any]]) -> dict[str, l
 def test_the_convergence_check_fails_a_store_that_loses_a_version_change(stores, monkeypatch):
     """The check above is only as good as what it sees: a writer that keeps a job's first version
     current (it loses the change) leaves another store when the newer run comes first."""
-    from consumer.store import writer
+    from consumer.store.writer import current_lineage
 
     first = stores[0]
     older, newer = _two_runs_reading(0, 1)
     expected = _written_in_order(first, [older, newer])
     assert _written_in_order(first, [newer, older]) == expected
 
-    choose = writer._BatchWriter._current_versions
+    choose = current_lineage._current_versions
 
-    def keeps_the_first(self: Any, job_ids: list[int]) -> list[tuple[int, int | None, int | None]]:
-        return [(job, stored, chosen if stored is None else stored) for job, stored, chosen in choose(self, job_ids)]
+    def keeps_the_first(batch: Any, job_ids: list[int]) -> list[tuple[int, int | None, int | None]]:
+        return [(job, stored, chosen if stored is None else stored) for job, stored, chosen in choose(batch, job_ids)]
 
-    monkeypatch.setattr(writer._BatchWriter, "_current_versions", keeps_the_first)
+    monkeypatch.setattr(current_lineage, "_current_versions", keeps_the_first)
     assert _written_in_order(first, [older, newer]) != expected
 
 
 def test_the_convergence_check_fails_a_store_that_keeps_an_edge_a_new_version_dropped(stores, monkeypatch):
     """A new version on the same tables writes only the edges that changed: a writer that never
     deletes the dropped ones leaves another store when the newer run comes first."""
-    from consumer.store import writer
+    from consumer.store.writer import current_lineage
 
     first = stores[0]
     older, newer = _two_runs_reading(0, 0, schemas=(1, 0))  # the newer run no longer writes `name`
     expected = _written_in_order(first, [older, newer])
     assert _written_in_order(first, [newer, older]) == expected
 
-    def keeps_dropped_edges(self: Any, job_ids: list[int], edge_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        columns = [s.column_lineage.c[name] for name in writer._EDGE_COLUMNS]
-        stored = set(self.connection.execute(select(*columns).where(s.column_lineage.c.job_id.in_(job_ids))).all())
-        return [row for row in edge_rows if tuple(row[name] for name in writer._EDGE_COLUMNS) not in stored]
+    def keeps_dropped_edges(batch: Any, job_ids: list[int], edge_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        columns = [s.column_lineage.c[name] for name in current_lineage._EDGE_COLUMNS]
+        stored = set(batch.connection.execute(select(*columns).where(s.column_lineage.c.job_id.in_(job_ids))).all())
+        return [row for row in edge_rows if tuple(row[name] for name in current_lineage._EDGE_COLUMNS) not in stored]
 
-    monkeypatch.setattr(writer._BatchWriter, "_edge_changes", keeps_dropped_edges)
+    monkeypatch.setattr(current_lineage, "_edge_changes", keeps_dropped_edges)
     assert _written_in_order(first, [older, newer]) != expected
 
 
@@ -385,7 +385,7 @@ def test_a_run_that_asserts_the_stored_job_state_leaves_the_job_row_as_it_is(sto
 def test_the_convergence_check_fails_a_store_that_forgets_what_unwritten_runs_confirmed(stores, monkeypatch):
     """A run that left the job's row as it was confirmed its state at its time: a writer that does
     not merge that in before the next write lets an older event of another state win."""
-    from consumer.store import writer
+    from consumer.store.writer import jobs as job_writes
 
     first = stores[0]
     events = [
@@ -396,14 +396,14 @@ def test_the_convergence_check_fails_a_store_that_forgets_what_unwritten_runs_co
     expected = _written_in_order(first, sorted(events, key=lambda event: event["eventTime"]))
     assert _written_in_order(first, events) == expected
 
-    monkeypatch.setattr(writer, "confirm", lambda job, at: None)
+    monkeypatch.setattr(job_writes, "confirm", lambda job, at: None)
     assert _written_in_order(first, events) != expected
 
 
 def test_the_convergence_check_fails_a_store_that_leaves_a_job_row_for_a_run_that_asserted_another_state(stores, monkeypatch):
     """A run whose earlier event asserted another state no longer confirms any one state: a writer
     that leaves the job's row as it is for its later event loses that event's time."""
-    from consumer.store import writer
+    from consumer.store.writer import jobs as job_writes
 
     first = stores[0]
     events = [
@@ -415,16 +415,16 @@ def test_the_convergence_check_fails_a_store_that_leaves_a_job_row_for_a_run_tha
     expected = _written_in_order(first, events)
     assert _written_in_order(first, list(reversed(events))) == expected
 
-    unchanged = writer._BatchWriter._unchanged_jobs
+    unchanged = job_writes._unchanged_jobs
 
-    def ignores_stored_runs(self: Any, folded: Any, namespace_ids: Any, stored: Any) -> Any:
+    def ignores_stored_runs(batch: Any, folded: Any, namespace_ids: Any, stored: Any) -> Any:
         keys = {(namespace_ids[job[0]], job[1]): job for job in folded.jobs}
         folds = {
             key: fold
             for key, fold in ((key, folded.jobs[job]) for key, job in keys.items())
             if key in stored and fold.state == stored[key]["state_hash"] and stored[key]["lineage_retired_at"] is None
         }
-        return set(folds) | unchanged(self, folded, namespace_ids, stored)
+        return set(folds) | unchanged(batch, folded, namespace_ids, stored)
 
-    monkeypatch.setattr(writer._BatchWriter, "_unchanged_jobs", ignores_stored_runs)
+    monkeypatch.setattr(job_writes, "_unchanged_jobs", ignores_stored_runs)
     assert _written_in_order(first, events) != expected

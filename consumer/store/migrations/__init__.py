@@ -1,8 +1,7 @@
 """Versioned schema migrations (Alembic): the scripts in `versions/` ship inside the package and
-run programmatically, by `open_store(..., migrate=True)` and `consumer migrate`.
-
-Stores made before Alembic kept their version in a `schema_version` table (1 or 2): they are
-stamped with the matching revision first, then upgraded like any other store."""
+run programmatically, by `open_store(..., migrate=True)` and `consumer migrate`. Revision 0001 is
+the baseline (the schema release 0.1.0 creates); each later change of the schema is a revision
+of its own after it."""
 
 from __future__ import annotations
 
@@ -12,10 +11,8 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, text
 
-# schema_version.version of the stores made before Alembic -> the revision they match
-_LEGACY_REVISIONS = {1: "0001", 2: "0002"}
 # Any constant both writers agree on: concurrent `migrate`s on PostgreSQL run one after the other.
 _PG_MIGRATION_LOCK = 7_340_001
 
@@ -60,7 +57,6 @@ def migrate(engine: Engine) -> list[str]:
 
 def _upgrade(connection: Connection) -> list[str]:
     config = _config(connection)
-    _stamp_legacy(connection, config)
     before = current_revision(connection)
     connection.commit()
     command.upgrade(config, "head")
@@ -68,13 +64,3 @@ def _upgrade(connection: Connection) -> list[str]:
     script = ScriptDirectory.from_config(config)
     applied = [revision.revision for revision in script.iterate_revisions("head", before)]
     return list(reversed(applied))
-
-
-def _stamp_legacy(connection: Connection, config: Config) -> None:
-    tables = set(inspect(connection).get_table_names())
-    if "alembic_version" in tables or "schema_version" not in tables:
-        return
-    version = connection.execute(text("SELECT max(version) FROM schema_version")).scalar()
-    if version in _LEGACY_REVISIONS:
-        command.stamp(config, _LEGACY_REVISIONS[version])
-        connection.commit()
