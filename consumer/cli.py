@@ -441,7 +441,7 @@ def _ingest(args: argparse.Namespace) -> int:
 def _supervise(first, settings: Settings, store, observability, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
     """serve's ingestion thread: run the loop; when it fails, log it, report it (not ready) and
     start a new one after a pause, until `stop`."""
-    from consumer.ingest.kafka_io import BrokerUnavailable
+    from consumer.ingest.kafka_io import BrokerUnavailable, KafkaRefused
 
     log = logging.getLogger(__name__)
     ingestor, pause = first, RESTART_BACKOFF_SECONDS[0]
@@ -449,11 +449,15 @@ def _supervise(first, settings: Settings, store, observability, stop: threading.
         started = time.monotonic()
         error: str | None = None
         broker_unreachable = False
+        refused: str | None = None
         try:
             if ingestor is None:
                 ingestor = _connect(settings, store, observability)
             observability.ingestion_started()
             ingestor.run(stop.is_set)
+        except KafkaRefused as refusal:  # its message names the cause, nothing secret: no traceback needed
+            error, refused = type(refusal).__name__, str(refusal)
+            log.error("ingestion stopped: %s; restarting it in %.0f s", refusal, pause)
         except Exception as failure:
             error = type(failure).__name__  # readiness shows this; the message (hosts...) goes to the log only
             broker_unreachable = isinstance(failure, BrokerUnavailable)
@@ -462,7 +466,7 @@ def _supervise(first, settings: Settings, store, observability, stop: threading.
             if ingestor is not None:
                 _disconnect_quietly(ingestor)
             ingestor = None
-            observability.ingestion_stopped(error, broker_unreachable=broker_unreachable)
+            observability.ingestion_stopped(error, broker_unreachable=broker_unreachable, refused=refused)
         if time.monotonic() - started > RESTART_RESET_AFTER_SECONDS:
             pause = RESTART_BACKOFF_SECONDS[0]
         stop.wait(pause)

@@ -50,7 +50,7 @@ class Observability:
             registry=registry,
         )
         self.lag = Gauge(
-            "lineage_consumer_lag", "Records behind the partition's high watermark", ["topic", "partition"], registry=registry
+            "lineage_consumer_lag", "Records behind the partition's end offset", ["topic", "partition"], registry=registry
         )
         self.partitions = Gauge("lineage_partitions_assigned", "Partitions assigned to this member", registry=registry)
         self.broker_up = Gauge(
@@ -102,13 +102,14 @@ class Observability:
             self._ingestion_running, self._ingestion_error = True, None
         self.ingestion_up.set(1)
 
-    def ingestion_stopped(self, error: str | None, *, broker_unreachable: bool = False) -> None:
+    def ingestion_stopped(self, error: str | None, *, broker_unreachable: bool = False, refused: str | None = None) -> None:
         """`broker_unreachable`: the loop stopped (or could not start) because no broker answered;
-        otherwise the broker is reported as the loop last saw it."""
+        `refused`: because the broker answered and refused it (consumer.ingest.kafka_io.KafkaRefused's
+        message); otherwise the broker is reported as the loop last saw it."""
         with self._lock:
             self._ingestion_running, self._ingestion_error = False, error
-            reachable = self._source.broker_reachable and not broker_unreachable
-            self._source = SourceState(broker_reachable=reachable)
+            reachable = refused is not None or (self._source.broker_reachable and not broker_unreachable)
+            self._source = SourceState(broker_reachable=reachable, refused=refused)
         self.ingestion_up.set(0)
         self.partitions.set(0)
         self.broker_up.set(1 if reachable else 0)
@@ -127,15 +128,22 @@ class Observability:
         with self._lock:
             running, error, source = self._ingestion_running, self._ingestion_error, self._source
         checks: dict[str, Any] = {
-            "ingestion": "running" if running else f"down: {error}" if error else "down",
+            "ingestion": _ingestion(running, error, source.refused),
             "broker": "reachable" if source.broker_reachable else "unreachable",
             "partitions": [f"{topic}[{partition}]" for topic, partition in source.assigned],
+            "lag": sum(source.lag.values()) if source.lag else None,
         }
-        checks["consuming"] = running and source.broker_reachable and bool(source.assigned)
+        checks["consuming"] = running and source.broker_reachable and bool(source.assigned) and source.refused is None
         return checks
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _ingestion(running: bool, error: str | None, refused: str | None) -> str:
+    if refused is not None:
+        return f"refused: {refused}"
+    return "running" if running else f"down: {error}" if error else "down"
 
 
 class JsonLogFormatter(logging.Formatter):

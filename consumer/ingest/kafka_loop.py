@@ -58,11 +58,14 @@ class RecordLike(Protocol):
 
 @attrs.frozen
 class SourceState:
-    """What the event source knows about itself after a poll."""
+    """What the event source knows about itself after a poll. `lag`: records between the next
+    offset to read and the partition's end, per assigned partition whose offsets are known;
+    `refused`: why the broker refuses to let this member read (a missing ACL), if it does."""
 
     assigned: tuple[tuple[str, int], ...] = ()
     lag: dict[tuple[str, int], int] = attrs.Factory(dict)
     broker_reachable: bool = True
+    refused: str | None = None
 
 
 class Source(Protocol):

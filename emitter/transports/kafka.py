@@ -9,12 +9,18 @@ Producer settings may use librdkafka's dotted names (``bootstrap.servers``,
 ``sasl.username``, ``ssl.ca.location`` ...) or kafka-python's (``bootstrap_servers`` — the
 form ``OPENLINEAGE__TRANSPORT__CONFIG__BOOTSTRAP_SERVERS`` arrives in); both are translated
 to kafka-python arguments, values coerced to the type kafka-python expects.
+
+A broker that refuses the emitter says why (:class:`KafkaRefused`, logged once by the sender
+while the events wait in the spool): a secured producer first makes one connection of its own,
+because kafka-python reports refused credentials or certificates only as a bootstrap that timed
+out; a record refused for want of an ACL fails its delivery with the topic named.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -65,6 +71,8 @@ RENAMED_PRODUCER_SETTINGS = {
     "socket_connection_setup_timeout_ms": "request_timeout_ms",
 }
 UPPERCASE_PRODUCER_SETTINGS = {"security_protocol", "sasl_mechanism"}
+# an environment variable's value arrives JSON-decoded: a password of digits would be a number
+TEXT_PRODUCER_SETTINGS = {"sasl_plain_username", "sasl_plain_password", "ssl_password"}
 # we send bytes we serialized ourselves; a serializer from the config would double-encode
 IGNORED_PRODUCER_SETTINGS = {"key_serializer", "value_serializer"}
 
@@ -158,6 +166,8 @@ def producer_settings(config: Mapping[str, Any]) -> dict[str, Any]:
 def _coerce(value: Any, default: Any, name: str) -> Any:
     if name in UPPERCASE_PRODUCER_SETTINGS and isinstance(value, str):
         return value.upper()
+    if name in TEXT_PRODUCER_SETTINGS and value is not None:
+        return str(value)
     if name == "bootstrap_servers" and isinstance(value, str):
         return [server.strip() for server in value.split(",") if server.strip()]
     if isinstance(value, str):
@@ -183,15 +193,122 @@ def _as_bool(value: Any) -> bool:
     return bool(value)
 
 
+class KafkaRefused(ConnectionError):
+    """The broker answered and refused the emitter: its SASL credentials, a certificate one side
+    does not trust, or a missing ACL. The message names the cause, never a secret."""
+
+
+# A broker that fails a SASL login answers why and closes the connection; kafka-python drops an
+# answer that arrives with the close, so a login the broker closed is tried again for the answer.
+ACCESS_CHECK_ATTEMPTS = 3
+# What OpenSSL says when the client does not trust the broker's certificate -> what it means
+_UNTRUSTED_BROKER = (
+    (
+        ("unable to get local issuer", "self-signed", "self signed", "unknown ca"),
+        "is not signed by a CA the emitter trusts (ssl.ca.location)",
+    ),
+    (("hostname mismatch", "ip address mismatch"), "does not name the address the emitter connected to"),
+    (("certificate has expired",), "has expired"),
+)
+# TLS alerts a broker sends when it does not accept the client's certificate (or got none)
+_REFUSED_CLIENT = ("ALERT_CERTIFICATE_UNKNOWN", "ALERT_BAD_CERTIFICATE", "ALERT_UNKNOWN_CA", "CERTIFICATE_REQUIRED")
+
+
+def check_access(settings: Mapping[str, Any]) -> None:
+    """KafkaRefused when the first bootstrap broker that answers refuses the producer's credentials
+    or certificates; nothing when one accepts them or none answers. Only SSL and SASL connections
+    can be refused this early."""
+    if str(settings.get("security_protocol", "PLAINTEXT")) == "PLAINTEXT":
+        return
+    deadline = time.monotonic() + int(settings.get("bootstrap_timeout_ms", 2000)) / 1000
+    for server in settings["bootstrap_servers"]:
+        for attempt in range(1, ACCESS_CHECK_ATTEMPTS + 1):
+            failure, logging_in = _first_connection(server, settings, max(1, int((deadline - time.monotonic()) * 1000)))
+            if failure is None:
+                return
+            if (cause := refusal_cause(failure, settings)) is not None:
+                raise KafkaRefused(cause)
+            if not logging_in:  # nobody there, or no answer in time: the next server
+                break
+            if attempt == ACCESS_CHECK_ATTEMPTS or time.monotonic() >= deadline:
+                raise KafkaRefused(
+                    f"{_sasl_failed(settings)}: the broker closed the connection at login "
+                    "(a wrong user name or password, or a mechanism it does not enable)"
+                )
+
+
+def _first_connection(server: str, settings: Mapping[str, Any], timeout_ms: int) -> tuple[BaseException | None, bool]:
+    """Why one connection to `server` (TLS handshake, API versions, SASL login) failed, or None;
+    and whether it failed during the SASL login. kafka-python's connection layer, because its
+    producer retries such failures until it times out."""
+    from kafka.errors import KafkaError, KafkaTimeoutError
+    from kafka.net.compat import KafkaNetClient
+
+    client = KafkaNetClient(**{**settings, "bootstrap_servers": [server]})
+    try:
+        manager = client._manager
+        (broker, *_) = manager.cluster.bootstrap_brokers()
+        connection = manager.get_connection(broker.node_id, timeout_ms=timeout_ms)
+        client._net.poll(timeout_ms=timeout_ms, future=connection.init_future)
+        if connection.init_future.succeeded():
+            return None, False
+        failure = connection.init_future.exception or KafkaTimeoutError("no answer in time")
+        logging_in = connection.broker_version_data is not None and str(settings["security_protocol"]).startswith("SASL")
+        return failure, logging_in
+    except KafkaError as error:
+        return error, False
+    finally:
+        client.close()
+
+
+def refusal_cause(failure: BaseException, settings: Mapping[str, Any]) -> str | None:
+    """The cause of a refused connection in a few words (no secret), or None when `failure` is no
+    refusal (nobody listening, a timeout)."""
+    from kafka.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
+
+    if isinstance(failure, SaslAuthenticationFailedError):
+        return f"{_sasl_failed(settings)}: wrong user name or password"
+    if isinstance(failure, UnsupportedSaslMechanismError):
+        return f"{_sasl_failed(settings)}: the broker does not offer this mechanism"
+    text = str(failure)
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        lowered = text.lower()
+        why = next((means for signs, means in _UNTRUSTED_BROKER if any(sign in lowered for sign in signs)), "failed verification")
+        return f"TLS handshake failed: certificate not trusted: the broker's certificate {why}"
+    if any(alert in text for alert in _REFUSED_CLIENT):
+        if not settings.get("ssl_certfile"):
+            return "TLS handshake failed: the broker requires a client certificate and the emitter has none (ssl.certificate.location)"
+        return "TLS handshake failed: certificate not trusted: the broker does not trust the emitter's certificate"
+    return None
+
+
+def _sasl_failed(settings: Mapping[str, Any]) -> str:
+    return (
+        f"SASL authentication failed for user {settings.get('sasl_plain_username')} ({settings.get('sasl_mechanism', 'PLAIN')})"
+    )
+
+
+def _write_refusal(error: BaseException | None, topic: str) -> KafkaRefused | None:
+    """A missing ACL said as such (kafka-python names only the error class and the topic)."""
+    from kafka.errors import AuthorizationError
+
+    if isinstance(error, AuthorizationError):
+        return KafkaRefused(f"not authorized to write to topic {topic} ({type(error).__name__})")
+    return None
+
+
 class _FutureDelivery:
-    def __init__(self, future: Any) -> None:
+    def __init__(self, future: Any, topic: str) -> None:
         self._future = future
+        self._topic = topic
 
     def done(self) -> bool:
         return bool(self._future.is_done)
 
     def error(self) -> BaseException | None:
-        return self._future.exception if self._future.is_done and self._future.failed() else None
+        if not (self._future.is_done and self._future.failed()):
+            return None
+        return _write_refusal(self._future.exception, self._topic) or self._future.exception
 
 
 class KafkaSink:
@@ -199,8 +316,13 @@ class KafkaSink:
 
     def __init__(self, settings: Mapping[str, Any]) -> None:
         from kafka import KafkaProducer
+        from kafka.errors import KafkaTimeoutError
 
-        self._producer = KafkaProducer(**settings)  # waits for bootstrap: only ever on the sender thread
+        check_access(settings)  # waits for the broker: only ever on the sender thread, as the bootstrap below
+        try:
+            self._producer = KafkaProducer(**settings)
+        except KafkaTimeoutError:
+            raise ConnectionError(f"no Kafka broker answers at {','.join(settings['bootstrap_servers'])}") from None
         # kafka-python closes its producers at exit; registered after ours, its hook would run
         # first and close the producer under the emitter's final events. Our exit hook closes it.
         unregister_exit_hook = getattr(self._producer, "_unregister_cleanup", None)
@@ -208,8 +330,13 @@ class KafkaSink:
             unregister_exit_hook()
 
     def send(self, record: Record) -> _FutureDelivery:
+        from kafka.errors import AuthorizationError
+
         key = record.key.encode("utf-8") if record.key is not None else None
-        return _FutureDelivery(self._producer.send(record.topic, key=key, value=record.value))
+        try:
+            return _FutureDelivery(self._producer.send(record.topic, key=key, value=record.value), record.topic)
+        except AuthorizationError as error:
+            raise _write_refusal(error, record.topic) or error from None
 
     def flush(self, timeout_seconds: float) -> None:
         self._producer.flush(timeout=timeout_seconds)

@@ -110,7 +110,7 @@ class BackgroundSender:
         self._all_delivered = False
         self.queue_overflows = 0
         self.rejected = 0
-        self._warned_unreachable = False
+        self._told: str | None = None  # the cause of the last failure logged as a warning
         self._connect_attempted = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
@@ -180,9 +180,7 @@ class BackgroundSender:
         try:
             sink = self._connect()
         except Exception as error:  # noqa: BLE001 - an unreachable broker, whatever the client raises: spool and retry
-            level = logging.DEBUG if self._warned_unreachable else logging.WARNING
-            log.log(level, "Kafka unreachable (%s); lineage events wait in %s", error, self.spool.directory)
-            self._warned_unreachable = True
+            self._tell(error, "Lineage events not delivered to Kafka: %s; they wait in %s", error, self.spool.directory)
             return None
         if self._abandoned:
             _close_quietly(sink)
@@ -223,7 +221,7 @@ class BackgroundSender:
             if rejected:
                 self._log_rejected(error)
             else:
-                log.warning("Sending a lineage event failed (%s); spooling it", error)
+                self._tell(error, "Sending a lineage event failed (%s); spooling it", error)
             with self._lock:
                 self._current = None
                 if not self._abandoned and not rejected:
@@ -243,6 +241,8 @@ class BackgroundSender:
                 error = sent.delivery.error() if sent.delivery.done() else None
                 if not sent.delivery.done():
                     still_waiting.append(sent)
+                elif error is None:
+                    self._told = None
                 elif error is not None and self._sink is not None and self._sink.rejects(error):
                     self._log_rejected(error)
                 elif error is not None and not self._abandoned:
@@ -250,7 +250,8 @@ class BackgroundSender:
                     self._spool_record(sent.record)
             self._in_flight = still_waiting
         if failed:
-            log.warning("%d lineage event(s) not delivered (%s); spooled", len(failed), failed[0].delivery.error())
+            error = failed[0].delivery.error()
+            self._tell(error, "%d lineage event(s) not delivered (%s); spooled", len(failed), error)
         return len(failed)
 
     def _reset_sink(self) -> None:
@@ -287,14 +288,18 @@ class BackgroundSender:
         with self.spool.drain_lock() as acquired:
             if not acquired:
                 return False
+            # The oldest record alone first: a producer fails the records it sent while its metadata
+            # still said no (a topic just allowed) and may deliver those sent after, out of order.
+            size = 1
             while not self._abandoned and time.monotonic() < self._deadline:
                 with self._lock:
-                    batch = self.spool.oldest(self._settings.drain_batch_size)
+                    batch = self.spool.oldest(size)
                     if not batch:
                         self._spool_has_records = False
                         return True
                 if not self._deliver_spooled(sink, batch):
                     return False
+                size = self._settings.drain_batch_size
         return False
 
     def _deliver_spooled(self, sink: Sink, batch: list) -> bool:
@@ -308,10 +313,11 @@ class BackgroundSender:
                     self._log_rejected(error)
                     self.spool.remove(spooled)
                     continue
-                log.debug("Sending spooled lineage events failed: %s", error)
+                self._tell(error, "Sending spooled lineage events failed (%s); they stay in %s", error, self.spool.directory)
                 delivered_all = False
                 break
         self._flush(sink, min(self._settings.drain_ack_timeout_seconds, self._time_left()))
+        refused: BaseException | None = None
         for spooled, delivery in sent:
             failure = delivery.error() if delivery.done() else None
             if delivery.done() and (failure is None or sink.rejects(failure)):
@@ -320,9 +326,13 @@ class BackgroundSender:
                 self.spool.remove(spooled)
             else:
                 delivered_all = False
+                refused = refused or failure
         if delivered_all:
             self._backoff.reset()
+            self._told = None
         else:
+            if refused is not None:
+                self._tell(refused, "Spooled lineage events not delivered (%s); they stay in %s", refused, self.spool.directory)
             self._reset_sink()
         return delivered_all
 
@@ -385,6 +395,13 @@ class BackgroundSender:
             )
 
     # -- helpers -------------------------------------------------------------------------
+
+    def _tell(self, cause: BaseException | None, message: str, *args: object) -> None:
+        """Log a failure as a warning when its cause is new (until a delivery succeeds), else at
+        debug level: an outage or a refusal is one line, not one per retry."""
+        level = logging.DEBUG if str(cause) == self._told else logging.WARNING
+        self._told = str(cause)
+        log.log(level, message, *args)
 
     def _log_rejected(self, error: BaseException) -> None:
         self.rejected += 1

@@ -5,17 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+import uuid
+from collections.abc import Callable
 
 import attrs
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine
 
 from consumer.api import create_app
-from consumer.ingest.kafka_loop import SourceState, StoredBatch
+from consumer.ingest.kafka_io import DeadLetters, EventSource
+from consumer.ingest.kafka_loop import Ingestor, SourceState, StoredBatch
 from consumer.observability import JsonLogFormatter, Observability
 from consumer.store import Store
 from tests.consumer.helpers import metric_value
-from tests.support.broker import free_port
+from tests.support.broker import free_port, unique_topic
 from tests.support.events import batch_write, table
 
 LIMIT = 10_000
@@ -93,6 +97,92 @@ def test_readiness_reports_the_ingestion_loop_and_keeps_serving(sqlite_store):
     assert stopped.json()["ingestion"] == "down: BrokerUnavailable: gone"
     assert _metric(metrics, "lineage_ingestion_running") == 0 and _metric(metrics, "lineage_ingestion_restarts_total") == 1
     assert _metric(metrics, "lineage_broker_reachable") == 0
+
+
+def test_readiness_reports_the_lag_and_why_the_broker_refuses(sqlite_store):
+    observability = Observability(ingesting=True)
+    with TestClient(create_app(sqlite_store, observability=observability)) as client:
+        observability.ingestion_started()
+        observability.source_state(SourceState(assigned=(("events", 0), ("events", 1)), lag={("events", 0): 7, ("events", 1): 2}))
+        behind = client.get("/readyz").json()
+        behind_metrics = client.get("/metrics").text
+        observability.source_state(SourceState(refused="not authorized to read topic events"))
+        no_acl = client.get("/readyz")
+        observability.ingestion_stopped("KafkaRefused", refused="SASL authentication failed for user lineage (SCRAM-SHA-512)")
+        bad_password = client.get("/readyz")
+
+    assert behind["lag"] == 9 and behind["consuming"] is True
+    assert _metric(behind_metrics, "lineage_consumer_lag", topic="events", partition="0") == 7
+    assert _metric(behind_metrics, "lineage_consumer_lag", topic="events", partition="1") == 2
+    assert no_acl.status_code == 200 and no_acl.json()["ingestion"] == "refused: not authorized to read topic events"
+    assert no_acl.json()["consuming"] is False and no_acl.json()["lag"] is None
+    assert bad_password.status_code == 200, "a refusal is reported, never a reason to be unready"
+    assert bad_password.json()["ingestion"] == "refused: SASL authentication failed for user lineage (SCRAM-SHA-512)"
+    assert bad_password.json()["broker"] == "reachable", "the broker answered: it refused"
+    assert bad_password.json()["consuming"] is False
+
+
+def test_the_lag_counts_what_waits_on_every_assigned_partition_and_falls_to_zero(sqlite_store, kafka_bootstrap):
+    """The lag from the partitions' end offsets, through the real loop, app and broker: a partition
+    nothing was read from yet has its lag too (0 when empty); records that arrive while the
+    consumer is paused show in `lineage_consumer_lag` and /readyz before they are read; 0 once read."""
+    from kafka import KafkaProducer, TopicPartition
+
+    topic = unique_topic("lag", bootstrap=kafka_bootstrap, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+
+    def produce(partition: int, count: int) -> None:
+        for event in (
+            batch_write(f"app.lag.{partition}.{n}", [table("raw", "a", ["x"])], table("mart", "b", ["x"]))[0]
+            for n in range(count)
+        ):
+            producer.send(topic, value=json.dumps(event).encode(), partition=partition)
+        producer.flush()
+
+    produce(1, 3)
+    source = EventSource(kafka_bootstrap, topic, f"g-{uuid.uuid4().hex[:8]}", end_offsets_every_seconds=0.2)
+    dead_letters = DeadLetters(kafka_bootstrap, f"{topic}.dlq")
+    observability = Observability(ingesting=True)
+    ingestor = Ingestor(sqlite_store, source, dead_letters, poll_timeout_ms=200, metrics=observability)
+    observability.ingestion_started()
+
+    def run_until(done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 60
+        while not done():
+            assert time.monotonic() < deadline, f"waited for {what}"
+            ingestor.run_once()
+            time.sleep(0.05)
+
+    def lag(text: str, partition: int) -> float | None:
+        return metric_value(text, "lineage_consumer_lag", topic=topic, partition=str(partition))
+
+    try:
+        with TestClient(create_app(sqlite_store, observability=observability)) as client:
+            run_until(lambda: ingestor.stats.stored == 3, "the first events stored")
+            run_until(lambda: lag(client.get("/metrics").text, 1) == 0, "caught up")
+            caught_up, caught_up_ready = client.get("/metrics").text, client.get("/readyz").json()
+            source._consumer.pause(TopicPartition(topic, 0))  # the consumer fetches nothing from partition 0
+            produce(0, 4)
+            run_until(lambda: lag(client.get("/metrics").text, 0) == 4, "the waiting records counted")
+            paused, paused_ready, stored_while_paused = (
+                client.get("/metrics").text,
+                client.get("/readyz").json(),
+                ingestor.stats.stored,
+            )
+            source._consumer.resume(TopicPartition(topic, 0))
+            run_until(lambda: ingestor.stats.stored == 7 and lag(client.get("/metrics").text, 0) == 0, "the rest read")
+            done, done_ready = client.get("/metrics").text, client.get("/readyz").json()
+    finally:
+        ingestor.close()
+        source.close()
+        dead_letters.close()
+        producer.close()
+
+    assert (lag(caught_up, 0), lag(caught_up, 1)) == (0, 0), "partition 0: assigned, nothing read, nothing waiting"
+    assert caught_up_ready["lag"] == 0 and caught_up_ready["consuming"] is True
+    assert stored_while_paused == 3
+    assert (lag(paused, 0), lag(paused, 1)) == (4, 0) and paused_ready["lag"] == 4
+    assert (lag(done, 0), lag(done, 1)) == (0, 0) and done_ready["lag"] == 0
 
 
 def test_store_metrics_count_events_batches_and_dead_letters():
