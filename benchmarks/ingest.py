@@ -26,10 +26,10 @@ Per workload and database, in the same run, it measures:
           extension is missing);
   cpu     with 1 and 2 processes: CPU-seconds of the ingest processes and their workers per
           stored event (/proc; the database server not counted).
-Both raw and ingest clocks start at the first record received, so Tansu's group-join delay is not counted.
+Both raw and ingest clocks start at the first record received, so the group join is not counted.
 Beside raw and ingest, how many of the machine's cores were busy meanwhile (every process: the
 consumer and its worker, the database server, the broker; from /proc/stat).
-Uses $KAFKA_BOOTSTRAP_SERVERS, else starts a Tansu broker (demo.broker) on a free port.
+Uses $KAFKA_BOOTSTRAP_SERVERS, else starts an Apache Kafka broker (demo.broker) on a free port.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from consumer.ingest.kafka_io import DeadLetters, EventSource
 from consumer.ingest.kafka_loop import Ingestor, SourceState
 from consumer.ingest.prepare import tune_garbage_collector
 from consumer.store import open_store
-from demo.broker import start_tansu
+from demo.broker import start_kafka
 from tests.support.events import BASE_TIME, batch_write, table, with_column_lineage
 
 
@@ -257,14 +257,7 @@ def ingest_rate(
     store = open_store(store_url)
     if rows is not None:
         rows.watch(store.engine)
-    source = EventSource(
-        bootstrap,
-        topic,
-        f"bench-{uuid.uuid4().hex[:8]}",
-        max_records=batch_size,
-        session_timeout_ms=10000,
-        max_poll_interval_ms=30000,
-    )
+    source = EventSource(bootstrap, topic, f"bench-{uuid.uuid4().hex[:8]}", max_records=batch_size)
     cores = cores or BusyCores()
     timed = _FirstArrival(source, cores)
     dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
@@ -437,8 +430,6 @@ def processes_rate(
         "LINEAGE_GROUP": f"bench-{uuid.uuid4().hex[:8]}",
         "LINEAGE_DEAD_LETTER_TOPIC": f"{topic}.dlq",
         "LINEAGE_BATCH_SIZE": str(batch_size),
-        "LINEAGE_SESSION_TIMEOUT_MS": "6000",
-        "LINEAGE_MAX_POLL_INTERVAL_MS": "30000",
     }
     open_store(store_url).dispose()  # migrate once, before the processes race to
     engine = create_engine(store_url)
@@ -520,7 +511,7 @@ def main() -> None:
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     broker = None
     if not bootstrap:
-        broker = start_tansu(Path(tempfile.mkdtemp(prefix="bench-tansu-")))
+        broker = start_kafka(Path(tempfile.mkdtemp(prefix="bench-kafka-")))
         bootstrap = broker.bootstrap
     try:
         for workload in workloads:

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.transport_emit [--events 2000] [--burst 10]
 
 Each emit is timed next to a call of a no-op function with the same argument, alternating,
-so both see the same machine load. Three situations: broker up (a Tansu broker started
+so both see the same machine load. Three situations: broker up (an Apache Kafka broker started
 here), broker down (nothing listens on the port: events go to the spool), and broker up
 with a spool left by the "down" run to drain first. Events are sent in bursts with a short
 pause between them (an application emits a few events per action, not a flood); queue
@@ -31,7 +31,7 @@ from openlineage.client import event_v2
 from openlineage.client.facet_v2 import column_lineage_dataset, parent_run, schema_dataset
 from openlineage.client.serde import Serde
 
-from demo.broker import free_port, start_tansu
+from demo.broker import free_port, start_kafka
 from emitter.transports.kafka import KafkaConfig, KafkaTransport
 from emitter.transports.records import serialize
 
@@ -156,7 +156,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         spool_dir = Path(scratch) / "spool"
         run("broker down (spooling)", f"127.0.0.1:{free_port()}", topic, spool_dir, args.events, args.burst, 2)
-        broker = start_tansu(Path(scratch), port)
+        broker = start_kafka(Path(scratch) / "kafka", {"PLAINTEXT": port})
         try:
             run("broker up, spool to drain", f"127.0.0.1:{port}", topic, spool_dir, args.events, args.burst, 120)
             run("broker up", f"127.0.0.1:{port}", topic, Path(scratch) / "clean-spool", args.events, args.burst, 120)

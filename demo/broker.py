@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,8 +88,15 @@ class KafkaBroker:
             _run_java(jars, "kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted")
         with (self.directory / "stdout.log").open("ab") as output:
             self.process = subprocess.Popen(  # noqa: S603 - java with the pinned jars, no shell
-                ["java", *JVM_OPTIONS, f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
-                 "-cp", jars, "kafka.Kafka", str(config)],
+                [
+                    _java(),
+                    *JVM_OPTIONS,
+                    f"-Dlog4j2.configurationFile={self.directory / 'log4j2.properties'}",
+                    "-cp",
+                    jars,
+                    "kafka.Kafka",
+                    str(config),
+                ],
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -150,7 +158,8 @@ class KafkaBroker:
         return config
 
     def _wait_until_serving(self) -> None:
-        assert self.process is not None
+        if self.process is None:
+            raise BrokerFailed("the broker was not started")
         deadline = time.monotonic() + BROKER_START_TIMEOUT_SECONDS
         while not _serves(self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
@@ -213,15 +222,27 @@ def _accepts(port: int) -> bool:
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random cluster id as Kafka makes them: URL-safe base64 of a UUID, never starting with "-"
+    (the storage tool would read it as an option)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _run_java(jars: str, main_class: str, *arguments: str) -> None:
-    completed = subprocess.run(  # noqa: S603
-        ["java", "-Xmx256m", "-cp", jars, main_class, *arguments], capture_output=True, text=True, check=False
+    completed = subprocess.run(  # noqa: S603 - java with the pinned jars, no shell
+        [_java(), "-Xmx256m", "-cp", jars, main_class, *arguments], capture_output=True, text=True, check=False
     )
     if completed.returncode != 0:
         raise BrokerFailed(f"{main_class} {arguments[0]} failed:\n{(completed.stdout + completed.stderr)[-2000:]}")
+
+
+def _java() -> str:
+    found = shutil.which("java")
+    if found is None:
+        raise FileNotFoundError("java: Apache Kafka needs a Java runtime (17 or later) on PATH")
+    return found
 
 
 def _die_with_parent() -> None:

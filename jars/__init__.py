@@ -50,7 +50,7 @@ def copy(jar_set: str, destination: Path) -> list[Path]:
 def _remembered(jar_set: str) -> Path:
     if jar_set not in SETS:
         raise JarsUnavailable(f"unknown jar set {jar_set!r}; jars/pom.xml has {', '.join(SETS)}")
-    pom_version = hashlib.sha1(POM.read_bytes()).hexdigest()[:12]
+    pom_version = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
     return CACHE / f"{jar_set}-{pom_version}.classpath"
 
 
@@ -58,7 +58,7 @@ def _maven(jar_set: str, *goal: str) -> None:
     maven = shutil.which("mvn")
     if maven is None:
         raise JarsUnavailable(f"Maven (mvn) is not installed: it fetches the {jar_set!r} jars (apt-get install maven)")
-    completed = subprocess.run(
+    completed = subprocess.run(  # noqa: S603 - mvn from PATH with fixed arguments, no shell
         [maven, "-q", "-B", "-f", str(POM), "-P", jar_set, *goal],
         capture_output=True,
         text=True,

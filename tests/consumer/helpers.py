@@ -24,8 +24,6 @@ from consumer.ingest.validate import validate
 from consumer.store import Store
 from consumer.store.compressed_text import FACETS_V1, decompress_facets
 
-# Tansu makes a group's first join wait for the rebalance timeout: keep it short.
-GROUP_TIMEOUTS = {"session_timeout_ms": 3000, "max_poll_interval_ms": 3000}
 DRAIN_LIMIT_SECONDS = 90.0
 
 
@@ -83,7 +81,7 @@ def ingest_all(
     store: Store | StoreWrites, bootstrap: str, topic: str, expected: int, *, group: str | None = None, max_records: int = 500
 ) -> Ingestor:
     """Run one consumer-group member until `expected` records were handled (bounded wait)."""
-    source = EventSource(bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}", max_records=max_records, **GROUP_TIMEOUTS)
+    source = EventSource(bootstrap, topic, group or f"g-{uuid.uuid4().hex[:8]}", max_records=max_records)
     dead_letters = DeadLetters(bootstrap, f"{topic}.dlq")
     ingestor = Ingestor(store, source, dead_letters, poll_timeout_ms=500)
     deadline = time.monotonic() + DRAIN_LIMIT_SECONDS

@@ -27,11 +27,11 @@ from consumer.ingest.kafka_io import ChangeMessages
 from consumer.ingest.prepare import prepare
 from consumer.ingest.store_writes import StoreWrites
 from consumer.query import history
-from consumer.store import Store, open_store
+from consumer.store import Store, open_store, outbox
 from consumer.store import schema as s
 from consumer.store.version_diff import version_diff
 from tests.consumer import history_scenario as scenario
-from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, ingest_all, stop_process
+from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, ingest_all, stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
 
 pytestmark = pytest.mark.kafka
@@ -151,33 +151,29 @@ def test_a_subscriber_rebuilds_the_stores_lineage_from_the_changes_topic(publish
     )
 
 
-def _subscribe(bootstrap: str, topic: str, idle_seconds: float = 5.0) -> dict[bytes, dict[str, Any]]:
-    """A subscriber as docs/kafka.md shows one: a consumer group reading the changes topic from the
-    beginning, keeping present table-lineage edges by key and dropping retired ones; it stops
-    once the topic has been quiet for `idle_seconds`."""
+def _subscribe(bootstrap: str, topic: str) -> dict[bytes, dict[str, Any]]:
+    """A subscriber as docs/changes.md shows one: a consumer group reading the changes topic from the
+    beginning, keeping present table-lineage edges by key and dropping retired ones; it stops once
+    it has read up to the end offsets the broker reports when the group assigned it the partitions."""
     edges: dict[bytes, dict[str, Any]] = {}
     subscriber = KafkaConsumer(
-        topic,
-        bootstrap_servers=bootstrap,
-        group_id=f"lineage-view-{uuid.uuid4().hex[:6]}",
-        auto_offset_reset="earliest",
-        **GROUP_TIMEOUTS,
-        heartbeat_interval_ms=1000,
+        topic, bootstrap_servers=bootstrap, group_id=f"lineage-view-{uuid.uuid4().hex[:6]}", auto_offset_reset="earliest"
     )
     try:
         deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
-        last_new = time.monotonic()
-        while time.monotonic() - last_new < idle_seconds or not edges:
-            assert time.monotonic() < deadline, f"no table-lineage edges on {topic} within {DRAIN_LIMIT_SECONDS:.0f} s"
+        end_offsets: dict[Any, int] = {}
+        while not end_offsets or any(subscriber.position(partition) < end for partition, end in end_offsets.items()):
+            assert time.monotonic() < deadline, f"{topic} not read to its end within {DRAIN_LIMIT_SECONDS:.0f} s"
             for records in subscriber.poll(timeout_ms=500).values():
                 for record in records:
-                    last_new = time.monotonic()
                     change = json.loads(record.value)
                     if change["kind"] == "table_lineage_edge":
                         if change["state"] == "present":
                             edges[record.key] = change
                         else:
                             edges.pop(record.key, None)
+            if not end_offsets and subscriber.assignment():
+                end_offsets = subscriber.end_offsets(list(subscriber.assignment()))
     finally:
         subscriber.close()
     return edges
@@ -196,8 +192,7 @@ def test_serve_with_a_changes_topic_tells_a_subscriber_the_demo_pipelines_table_
     serve = subprocess.Popen(
         [sys.executable, "-m", "consumer", "serve", "--store", sqlite_url, "--bootstrap-servers", kafka_bootstrap]
         + ["--topic", events_topic, "--group", f"g-{uuid.uuid4().hex[:6]}", "--dead-letter-topic", f"{events_topic}.dlq"]
-        + ["--changes-topic", changes_topic, "--host", "127.0.0.1", "--port", str(port)]
-        + ["--session-timeout-ms", "3000", "--max-poll-interval-ms", "3000"],
+        + ["--changes-topic", changes_topic, "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL,
@@ -207,9 +202,9 @@ def test_serve_with_a_changes_topic_tells_a_subscriber_the_demo_pipelines_table_
     try:
         _produce(kafka_bootstrap, events_topic, events)
         deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
-        while _stored_through_api(port) < len(events):
+        while _stored_through_api(port) < len(events) or _outbox_size(sqlite_url):  # stored, and every change published
             assert serve.poll() is None, "serve exited"
-            assert time.monotonic() < deadline, f"the consumer did not store the {len(events)} events"
+            assert time.monotonic() < deadline, f"the consumer did not store the {len(events)} events and publish their changes"
             time.sleep(0.2)
         subscribed = _subscribe(kafka_bootstrap, changes_topic)
         store = open_store(sqlite_url)
@@ -237,6 +232,16 @@ def test_serve_with_a_changes_topic_tells_a_subscriber_the_demo_pipelines_table_
         ]
         for key, m in subscribed.items()
     }
+
+
+def _outbox_size(store_url: str) -> int:
+    """Change messages the changes topic has not acknowledged yet."""
+    store = open_store(store_url, migrate=False)
+    try:
+        with store.engine.connect() as connection:
+            return outbox.count(connection)
+    finally:
+        store.dispose()
 
 
 def _stored_through_api(port: int) -> int:

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -25,9 +26,11 @@ from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import validate
 from consumer.store import open_store, outbox
 from consumer.store import schema as s
+from demo.broker import KafkaBroker, start_kafka
 from tests.consumer.helpers import stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
 from tests.support.events import batch_write, table
+from tests.support.kafka_server import _started
 from tests.support.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.kafka
@@ -70,8 +73,7 @@ def _consumer(command: str, store_url: str, bootstrap: str, changes_topic: str, 
     events_topic = unique_topic("outbox-events")
     return subprocess.Popen(
         [sys.executable, "-m", "consumer", command, "--store", store_url, "--bootstrap-servers", bootstrap]
-        + ["--topic", events_topic, "--group", f"g-{uuid.uuid4().hex[:6]}", "--changes-topic", changes_topic]
-        + ["--session-timeout-ms", "3000", "--max-poll-interval-ms", "3000", *extra],
+        + ["--topic", events_topic, "--group", f"g-{uuid.uuid4().hex[:6]}", "--changes-topic", changes_topic, *extra],
         cwd=PROJECT_ROOT,
         env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
         stdout=subprocess.DEVNULL,
@@ -80,14 +82,24 @@ def _consumer(command: str, store_url: str, bootstrap: str, changes_topic: str, 
     )
 
 
-def test_a_consumer_killed_between_commit_and_publish_loses_no_change(store_url, relayed_broker):
+@pytest.fixture(scope="module")
+def own_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A broker of this module's own, for the test that freezes it (the shared one serves other tests)."""
+    broker = _started(lambda: start_kafka(tmp_path_factory.mktemp("kafka-outbox")))
+    assert isinstance(broker, KafkaBroker)
+    yield broker
+    broker.stop()
+
+
+def test_a_consumer_killed_between_commit_and_publish_loses_no_change(store_url, own_broker):
     open_store(store_url).dispose()  # migrated, so the probes below can read it
-    changes_topic = unique_topic("outbox-changes", relayed_broker.bootstrap)
+    broker = own_broker
+    changes_topic = unique_topic("outbox-changes", broker.bootstrap)
     port = free_port()
-    serve = _consumer("serve", store_url, relayed_broker.bootstrap, changes_topic, "--host", "127.0.0.1", "--port", str(port))
+    serve = _consumer("serve", store_url, broker.bootstrap, changes_topic, "--host", "127.0.0.1", "--port", str(port))
     try:
         _wait_until(lambda: _answers(port), "API")
-        relayed_broker.relay.blackhole()  # from now on the broker swallows the publish: it hangs
+        broker.pause()  # from now on the broker answers nothing, its connections stay open: the publish hangs
         complete = _events()[-1]  # a whole finished run in one event: one write
         posting = threading.Thread(target=_post_all, args=(port, [complete]), daemon=True)
         posting.start()
@@ -97,12 +109,12 @@ def test_a_consumer_killed_between_commit_and_publish_loses_no_change(store_url,
         assert _outbox_size(store_url) > 0, "the changes wait in the outbox"
     finally:
         stop_process(serve)
-    relayed_broker.relay.restore()
-    assert read_topic(relayed_broker.bootstrap, changes_topic, expected=None, timeout_seconds=3) == []
+        broker.resume()
+    assert read_topic(broker.bootstrap, changes_topic, expected=None, timeout_seconds=10) == []
 
-    ingest = _consumer("ingest", store_url, relayed_broker.bootstrap, changes_topic)
+    ingest = _consumer("ingest", store_url, broker.bootstrap, changes_topic)
     try:
-        published = read_topic(relayed_broker.bootstrap, changes_topic, expected=3, timeout_seconds=WAIT_LIMIT_SECONDS)
+        published = read_topic(broker.bootstrap, changes_topic, expected=3, timeout_seconds=WAIT_LIMIT_SECONDS)
         _wait_until(lambda: _outbox_size(store_url) == 0 or None, "empty outbox")
     finally:
         log = stop_process(ingest)

@@ -1,4 +1,4 @@
-"""Kafka ingestion against a real broker (tests.support.broker) into both databases."""
+"""Kafka ingestion against a real broker (Apache Kafka, tests/support/kafka_server.py) into both databases."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from consumer.ingest.kafka_io import DeadLetters, EventSource
 from consumer.ingest.kafka_loop import OFFSET_HEADER, PARTITION_HEADER, REASON_HEADER, TOPIC_HEADER, Ingestor
-from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, GROUP_TIMEOUTS, dump, ingest_all
+from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, dump, ingest_all
 from tests.support.broker import read_topic, unique_topic
 from tests.support.events import BASE_TIME, batch_write, run_event, table, with_column_lineage
 
@@ -120,16 +120,11 @@ def test_reading_the_topic_again_changes_nothing_and_offsets_are_committed(store
 def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_bootstrap):
     topic = unique_topic("shared", kafka_bootstrap, partitions=2)
     events = [e for i in range(10) for e in batch_write(f"job{i}", [table("raw", "a", ["x"])], table("mart", f"t{i}", ["x"]))]
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
-    for index, event in enumerate(events):
-        producer.send(topic, partition=index % 2, value=json.dumps(event).encode())
-    producer.flush()
-    producer.close()
     group = f"g-{uuid.uuid4().hex[:8]}"
     members = [
         Ingestor(
             sqlite_store,
-            EventSource(kafka_bootstrap, topic, group, **GROUP_TIMEOUTS),
+            EventSource(kafka_bootstrap, topic, group),
             DeadLetters(kafka_bootstrap, f"{topic}.dlq"),
             poll_timeout_ms=300,
         )
@@ -137,6 +132,17 @@ def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_boo
     ]
     deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
     try:
+        # Both members in the group first: a lone member joins at once and would take every partition.
+        while not all(member.source.state().assigned for member in members):
+            assert time.monotonic() < deadline, "the group never gave each member a partition"
+            for member in members:
+                member.run_once()
+        assignments = [set(member.source.state().assigned) for member in members]
+        producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+        for index, event in enumerate(events):
+            producer.send(topic, partition=index % 2, value=json.dumps(event).encode())
+        producer.flush()
+        producer.close()
         while sum(m.stats.stored for m in members) < len(events) and time.monotonic() < deadline:
             for member in members:
                 member.run_once()
@@ -146,8 +152,9 @@ def test_two_instances_of_one_group_share_the_partitions(sqlite_store, kafka_boo
             member.source.close()
             member.dead_letters.close()
 
+    assert assignments[0].isdisjoint(assignments[1]) and assignments[0] | assignments[1] == {(topic, 0), (topic, 1)}
     assert sum(m.stats.stored for m in members) == len(events)
-    assert all(m.stats.records > 0 for m in members)
+    assert [m.stats.records for m in members] == [len(events) // 2, len(events) // 2]  # each read its own partition
 
 
 EMITTED_PIPELINE = """

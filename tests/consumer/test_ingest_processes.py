@@ -1,6 +1,7 @@
-"""`python -m consumer ingest|serve` as operators run them, against a real broker and real
-databases: killed with SIGKILL mid-batch, fed records too large or invalid, run as two members of
-one group, watched through /readyz and /metrics (also when the broker dies)."""
+"""`python -m consumer ingest|serve` as operators run them, against a real broker (Apache Kafka) and
+real databases: killed with SIGKILL mid-batch, its broker stopped and restarted under load, fed
+records too large or invalid, run as two members of one group, watched through /readyz and /metrics
+(also while the broker is down)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,6 @@ from tests.support.paths import PROJECT_ROOT
 pytestmark = pytest.mark.kafka
 
 WAIT_LIMIT_SECONDS = 120.0
-GROUP_TIMEOUTS = ("--session-timeout-ms", "3000", "--max-poll-interval-ms", "3000")
 
 
 def _events(jobs: int, shared_inputs: int = 5) -> list[dict[str, Any]]:
@@ -77,7 +77,6 @@ def _consumer(command: str, store_url: str, bootstrap: str, topic: str, group: s
             group,
             "--dead-letter-topic",
             f"{topic}.dlq",
-            *GROUP_TIMEOUTS,
             *extra,
         ],
         cwd=PROJECT_ROOT,
@@ -118,11 +117,12 @@ def _reference(store_url_of_fresh: str, events: list[dict[str, Any]]) -> dict[st
 
 
 @contextmanager
-def _serving(store_url: str, bootstrap: str, topic: str, *extra: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+def _serving(
+    store_url: str, bootstrap: str, topic: str, *extra: str, group: str | None = None
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     port = free_port()
-    process = _consumer(
-        "serve", store_url, bootstrap, topic, f"g-{uuid.uuid4().hex[:6]}", "--host", "127.0.0.1", "--port", str(port), *extra
-    )
+    group = group or f"g-{uuid.uuid4().hex[:6]}"
+    process = _consumer("serve", store_url, bootstrap, topic, group, "--host", "127.0.0.1", "--port", str(port), *extra)
     try:
         yield f"http://127.0.0.1:{port}", process
     finally:
@@ -163,6 +163,35 @@ def test_sigkill_mid_batch_loses_nothing_and_stores_nothing_twice(postgres_url, 
     assert stored == _reference(_fresh_schema_url(postgres_database_url), events)
 
 
+def test_a_broker_stopped_and_restarted_under_load_loses_nothing_and_stores_nothing_twice(sqlite_url, start_broker, tmp_path):
+    """`ingest` while its broker is stopped mid-stream and started again (its data kept): the process
+    rides the outage out, reads on from its committed offsets (what it could not commit meanwhile
+    again), takes what is sent after the restart, and the store ends as one uninterrupted run builds it."""
+    broker = start_broker()
+    before, after = _events(600)[:1200], _events(700)[1200:]
+    topic = unique_topic("restarted", broker.bootstrap, partitions=2)
+    _produce(broker.bootstrap, topic, _keyed(before))
+    store = open_store(sqlite_url)
+    process = _consumer("ingest", sqlite_url, broker.bootstrap, topic, f"g-{uuid.uuid4().hex[:6]}", "--batch-size", "20")
+    try:
+        _wait_for(lambda: _stored(store) >= 100, "the first events stored")
+        stored_at_stop = _stored(store)
+        broker.stop()
+        alive_while_down = process.poll() is None
+        broker.start()
+        _produce(broker.bootstrap, topic, _keyed(after))
+        _wait_for(lambda: _stored(store) >= len(before) + len(after), "every event stored")
+        stored = dump(store)
+        count = _stored(store)
+    finally:
+        log = stop_process(process)
+        store.dispose()
+
+    assert stored_at_stop < len(before) and alive_while_down, log[-2000:]
+    assert process.returncode == 0 and count == len(before) + len(after), log[-2000:]
+    assert stored == _reference(f"sqlite:///{tmp_path / 'reference.db'}", before + after)
+
+
 def _fresh_schema_url(database_url: str) -> str:
     from sqlalchemy import create_engine
 
@@ -177,11 +206,13 @@ def _fresh_schema_url(database_url: str) -> str:
 def test_two_ingest_processes_in_one_group_build_the_one_process_store(postgres_url, postgres_database_url, kafka_bootstrap):
     events = _events(400)
     topic = unique_topic("pair", kafka_bootstrap, partitions=4)
-    _produce(kafka_bootstrap, topic, _keyed(events))
     store = open_store(postgres_url)
     group = f"g-{uuid.uuid4().hex[:6]}"
     members = [_consumer("ingest", postgres_url, kafka_bootstrap, topic, group, "--batch-size", "50") for _ in range(2)]
     try:
+        # both in the group before the events come: the first to join would take every partition
+        _wait_for(lambda: _members_with_partitions(kafka_bootstrap, group) == 2, "both members assigned partitions")
+        _produce(kafka_bootstrap, topic, _keyed(events))
         _wait_for(lambda: _stored(store) >= len(events), "every event stored")
         stored = dump(store)
     finally:
@@ -193,6 +224,20 @@ def test_two_ingest_processes_in_one_group_build_the_one_process_store(postgres_
     assert stored == _reference(_fresh_schema_url(postgres_database_url), events)
 
 
+def _members_with_partitions(bootstrap: str, group: str) -> int:
+    """How many members of `group` hold partitions, once the group is stable (0 before)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        described = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    if described["group_state"] != "Stable":
+        return 0
+    return sum(1 for member in described["members"] if member["member_assignment"]["assigned_partitions"])
+
+
 def _large_records() -> tuple[list[tuple[bytes, bytes]], list[dict[str, Any]]]:
     """A 2 MB invalid event and a 30 MB valid-looking one, each followed by a good event."""
     good = batch_write("app.insert_into.t", [table("raw", "a", ["x"])], table("mart", "t", ["x"]))
@@ -201,6 +246,19 @@ def _large_records() -> tuple[list[tuple[bytes, bytes]], list[dict[str, Any]]]:
     huge = {**good[0], "run": {**good[0]["run"], "facets": {"pad": {**padding, "text": "y" * (30 * 1024 * 1024)}}}}
     values = [json.dumps(invalid).encode(), json.dumps(good[0]).encode(), json.dumps(huge).encode(), json.dumps(good[1]).encode()]
     return [(b"k", value) for value in values], good
+
+
+def _large_records_topic(bootstrap: str, prefix: str) -> str:
+    """A topic that takes records of up to 40 MB (the broker's default limit is 1 MB)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    topic = unique_topic(prefix)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"max.message.bytes": str(40 * 1024 * 1024)})])
+    finally:
+        admin.close()
+    return topic
 
 
 def _assert_dead_lettered(bootstrap: str, topic: str, values: list[tuple[bytes, bytes]]) -> None:
@@ -216,7 +274,7 @@ def _assert_dead_lettered(bootstrap: str, topic: str, values: list[tuple[bytes, 
 
 def test_large_and_invalid_records_are_dead_lettered_under_ingest(sqlite_url, kafka_bootstrap):
     values, good = _large_records()
-    topic = unique_topic("large", kafka_bootstrap)
+    topic = _large_records_topic(kafka_bootstrap, "large")
     _produce(kafka_bootstrap, topic, values)
     store = open_store(sqlite_url)
     process = _consumer("ingest", sqlite_url, kafka_bootstrap, topic, f"g-{uuid.uuid4().hex[:6]}", "--log-format", "json")
@@ -236,7 +294,7 @@ def test_large_and_invalid_records_are_dead_lettered_under_ingest(sqlite_url, ka
 
 def test_large_and_invalid_records_are_dead_lettered_under_serve_whose_readiness_tells_the_truth(sqlite_url, kafka_bootstrap):
     values, good = _large_records()
-    topic = unique_topic("large-serve", kafka_bootstrap)
+    topic = _large_records_topic(kafka_bootstrap, "large-serve")
     store = open_store(sqlite_url)
     try:
         with _serving(sqlite_url, kafka_bootstrap, topic) as (base, process):
@@ -316,9 +374,9 @@ def _lags(metrics: dict[tuple[str, frozenset[tuple[str, str]]], float], topic: s
 def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start_broker):
     """`serve` watched through /metrics and /readyz while events arrive: every counter moves by
     what happened (stored, dead-lettered by class, batch sizes, transactions, lag per partition,
-    HTTP requests by route and status); re-read events are not counted twice; a killed broker
-    shows in readiness's report and `lineage_broker_reachable` (the process stays alive and ready to serve the API), and ingestion
-    resumes when a broker is back on the same address."""
+    HTTP requests by route and status); re-read events are not counted twice; a stopped broker
+    shows in readiness's report and `lineage_broker_reachable` (the process stays alive and ready to
+    serve the API), and ingestion resumes from its committed offsets when the broker is restarted."""
     broker = start_broker()
     topic = unique_topic("watched", broker.bootstrap, partitions=2)
     store = open_store(sqlite_url)
@@ -327,8 +385,10 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
     too_large = _keyed(_events(1, shared_inputs=1))[0]
     too_large = (b"big", json.dumps({**json.loads(too_large[1]), "pad": "x" * 30_000}).encode())
     job_route = "/api/v1/namespaces/{namespace}/jobs/{job}"
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    serving = _serving(sqlite_url, broker.bootstrap, topic, "--batch-size", "2", "--max-event-bytes", "20000", group=group)
     try:
-        with _serving(sqlite_url, broker.bootstrap, topic, "--batch-size", "2", "--max-event-bytes", "20000") as (base, process):
+        with serving as (base, process):
             _wait_for(lambda: _consuming(base), "readiness reporting the ingestion consuming")
             before = _metrics(base)
             _produce(broker.bootstrap, topic, _keyed(events) + [(b"bad", b"not json"), too_large])
@@ -353,6 +413,7 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
                 lambda: _sample(_metrics(base), "lineage_store_batch_size_sum") == len(events) + 10, "the redelivered batch"
             )
             redelivered = _metrics(base)
+            _wait_for(lambda: _committed_to_the_end(broker.bootstrap, group, topic), "offsets committed up to the end")
 
             broker.stop()
             gone = _wait_for(
@@ -368,16 +429,17 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
             down = _metrics(base)
             alive = httpx.get(f"{base}/healthz").status_code
 
-            back = start_broker(port=broker.port)  # an empty broker (memory storage) on the same address
-            _create_topic(back.bootstrap, topic, partitions=2)
+            broker.start()  # the same broker again, its topics, records and committed offsets kept
             _wait_for(lambda: _consuming(base), "consuming again after the broker came back", 90)
-            _produce(back.bootstrap, topic, _keyed(late))
+            _produce(broker.bootstrap, topic, _keyed(late))
             _wait_for(
                 lambda: _sample(_metrics(base), "lineage_events_stored_total") >= len(events) + len(late),
                 "events sent after the broker came back",
                 90,
             )
-            resumed = _metrics(base)
+            resumed = _wait_for(
+                lambda: (metrics := _metrics(base)) and not any(_lags(metrics, topic).values()) and metrics, "lag 0"
+            )
             still_running = process.poll() is None
     finally:
         store.dispose()
@@ -408,20 +470,27 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
     assert _sample(after, "lineage_http_request_seconds_count", route=job_route) == 2
     # A redelivery is stored as a batch but not counted as new events.
     assert _sample(redelivered, "lineage_events_stored_total") == len(events)
+    # After the restart only the new events were read: the committed offsets survived it.
     assert _sample(resumed, "lineage_events_stored_total") == len(events) + len(late)
-    # The killed broker: reported unreachable, the API still served; then back and ingesting.
+    assert _sample(resumed, "lineage_store_batch_size_sum") == len(events) + 10 + len(late)
+    # The stopped broker: reported unreachable, the API still served; then back and ingesting.
     assert gone.json()["broker"] == "unreachable" and _sample(down, "lineage_broker_reachable") == 0 and alive == 200
     assert _sample(after, "lineage_broker_reachable") == 1 and _sample(resumed, "lineage_broker_reachable") == 1
     assert still_running
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from kafka.admin import KafkaAdminClient, NewTopic
+def _committed_to_the_end(bootstrap: str, group: str, topic: str) -> bool:
+    """Every partition of `topic` has `group`'s committed offset at its end offset."""
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    reader = KafkaConsumer(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
-        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        partitions = [TopicPartition(topic, partition) for partition in reader.partitions_for_topic(topic) or ()]
+        committed = {tp: meta.offset for tp, meta in admin.list_group_offsets(group)[group].items()}
+        return bool(partitions) and all(committed.get(tp) == end for tp, end in reader.end_offsets(partitions).items())
     finally:
+        reader.close()
         admin.close()
 
 
@@ -447,8 +516,6 @@ def test_a_failed_ingestion_loop_under_serve_is_logged_reported_and_restarted(sq
         topic=topic,
         group=f"g-{uuid.uuid4().hex[:6]}",
         dead_letter_topic=f"{topic}.dlq",
-        session_timeout_ms=3000,
-        max_poll_interval_ms=3000,
     )
     observability = Observability(ingesting=True)
     first = _connect(settings, sqlite_store, observability)

@@ -23,9 +23,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.support.broker import free_port, started_tansu
+from demo.broker import KafkaBroker, start_kafka
+from tests.support.broker import free_port
 from tests.support.browser import GRAPH_JOB_NAME_CHARS, JOB_NAME_CHARS, graph_groups, open_page, svg_labels, truncated
 from tests.support.checkout import clean_environment, repository_copy
+from tests.support.kafka_server import _started
 from tests.support.paths import PROJECT_ROOT
 
 QUICKSTART = PROJECT_ROOT / "docs" / "quickstart.md"
@@ -79,7 +81,8 @@ def quickstart_database(postgres_database_url: str) -> Iterator[str]:
 def quickstart_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A broker of its own, as new as the user's cluster: the session's shared broker holds other
     tests' topics and consumer groups under the doc's default names."""
-    broker = started_tansu(tmp_path_factory.mktemp("tansu-quickstart"))
+    broker = _started(lambda: start_kafka(tmp_path_factory.mktemp("kafka-quickstart")))
+    assert isinstance(broker, KafkaBroker)
     try:
         yield broker.bootstrap
     finally:

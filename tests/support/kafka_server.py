@@ -31,7 +31,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -92,7 +94,9 @@ class SecuredKafka:
         }
 
     def to_json(self) -> str:
-        return json.dumps(attrs.asdict(self, value_serializer=lambda _i, _f, value: str(value) if isinstance(value, Path) else value))
+        return json.dumps(
+            attrs.asdict(self, value_serializer=lambda _i, _f, value: str(value) if isinstance(value, Path) else value)
+        )
 
     @classmethod
     def from_json(cls, text: str) -> SecuredKafka:
@@ -122,7 +126,7 @@ def make_certificates(directory: Path) -> tuple[Certificates, Path]:
     directory.mkdir(parents=True, exist_ok=True)
 
     def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)  # noqa: S603
+        subprocess.run(["openssl", *args], cwd=directory, check=True, capture_output=True)
 
     def signed(name: str, subject: str, ca: str, extensions: list[str]) -> None:
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject)
@@ -172,7 +176,9 @@ def start_secured(directory: Path, *, detached: bool = False) -> tuple[KafkaBrok
         "listener.name.ssl.ssl.client.auth": "required",
         "ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/,DEFAULT",
     }
-    broker = KafkaBroker(directory=directory / "broker", listeners=listeners, properties=properties, dies_with_starter=not detached)
+    broker = KafkaBroker(
+        directory=directory / "broker", listeners=listeners, properties=properties, dies_with_starter=not detached
+    )
     broker.start()
     passwords = {user: secrets.token_urlsafe(18) for user in USERS}
     try:
@@ -203,23 +209,21 @@ def _create_scram_users(bootstrap: str, passwords: dict[str, str]) -> None:
         raise BrokerFailed(f"SCRAM users not created: {failed}")
 
 
-class _admin:
-    def __init__(self, bootstrap: str) -> None:
-        from kafka import KafkaAdminClient
+@contextmanager
+def _admin(bootstrap: str) -> Iterator[Any]:
+    from kafka import KafkaAdminClient
 
-        self.client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15_000)
-
-    def __enter__(self):  # noqa: ANN204
-        return self.client
-
-    def __exit__(self, *_: object) -> None:
-        self.client.close()
+    client = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15_000)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def _started(start: Callable[[], object]) -> object:
     try:
         return start()
-    except JarsUnavailable as error:
+    except (JarsUnavailable, BrokerFailed) as error:
         skip_or_fail(f"no Apache Kafka: {error}")
     except FileNotFoundError as error:  # no java
         skip_or_fail(f"no Apache Kafka: Java is needed to run it ({error})")
