@@ -1,7 +1,7 @@
 """Instructions per ingested event, this code beside a baseline checkout, counted by valgrind.
 
     .venv/bin/python -m benchmarks.ingest_instructions --baseline DIR [--workload new|repeat]
-        [--events 1000] [--postgres ADMIN_URL]
+        [--spark-events EVENTS_JSONL] [--events 1000] [--postgres ADMIN_URL]
 
 Rates on a shared two-core machine move by ±10 % between runs of the same code, more than the
 differences this benchmark is asked about. Instructions do not: valgrind's callgrind (Debian's
@@ -19,8 +19,9 @@ go to scratch databases on that server; the server's work is not in the count, i
 (every `postgres` process and the backends it reaped, from /proc) is printed beside it and is as
 noisy as any timing.
 
-The workload file is made once by this checkout's `benchmarks.ingest` generators, so both trees
-read the same bytes. Memory stalls are not counted: this says which code does less work, not
+The workload file is made once by this checkout's `benchmarks.ingest` generators (or, with
+`--spark-events`, from real Spark events: benchmarks/spark_workload.py, every run a first-seen job),
+so both trees read the same bytes. Memory stalls are not counted: this says which code does less work, not
 how much faster it runs.
 """
 
@@ -46,6 +47,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the code to compare with")
     parser.add_argument("--workload", choices=("new", "repeat"), default="new")
+    parser.add_argument(
+        "--spark-events",
+        type=Path,
+        help="events the emitter wrote (e.g. benchmarks.tpcds run's events.jsonl): every run a new job",
+    )
     parser.add_argument("--events", type=int, default=1000, help="N (at least 1000): the counts are of N and of 2N events")
     parser.add_argument("--postgres", help="admin URL of a PostgreSQL: also count the runs into scratch databases there")
     args = parser.parse_args()
@@ -53,7 +59,8 @@ def main() -> None:
         parser.error(f"--events must be at least {2 * BATCH}: with fewer, the first batch's costs are in the difference")
     with tempfile.TemporaryDirectory(prefix="bench-instructions-") as scratch:
         events = Path(scratch) / "events.jsonl"
-        write_workload(events, args.workload, args.events)
+        write_workload(events, args.workload, args.events, args.spark_events)
+        label = "real Spark events, first-seen jobs" if args.spark_events else args.workload
         stores = ["sqlite"] + (["postgresql"] if args.postgres else [])
         for store in stores:
             counted = {
@@ -62,17 +69,20 @@ def main() -> None:
             }
             base, this = counted[args.baseline], counted[THIS_TREE]
             print(
-                f"{args.workload}, {store}: instructions per event {base.instructions / 1e6:.2f} M (baseline) -> "
+                f"{label}, {store}: instructions per event {base.instructions / 1e6:.2f} M (baseline) -> "
                 f"{this.instructions / 1e6:.2f} M (this code), x{this.instructions / base.instructions:.3f}"
                 + (f"; server CPU {base.server_ms:.2f} -> {this.server_ms:.2f} ms per event" if store == "postgresql" else "")
             )
 
 
-def write_workload(path: Path, workload: str, count: int) -> None:
+def write_workload(path: Path, workload: str, count: int, spark_events: Path | None = None) -> None:
     from benchmarks.ingest import WORKLOADS
+    from benchmarks.spark_workload import first_seen_jobs
 
+    # two events per run: the 2N events of the larger count
+    events = first_seen_jobs(spark_events, 2 * count) if spark_events else WORKLOADS[workload](count)
     with path.open("w") as out:
-        for event in WORKLOADS[workload](count):  # two events per run: the 2N events of the larger count
+        for event in events:
             out.write(json.dumps(event) + "\n")
 
 
@@ -136,14 +146,20 @@ def drive(tree: Path, events: Path, count: int) -> int:
 
     if not Path(consumer.__file__).resolve().is_relative_to(tree.resolve()):
         raise SystemExit(f"the consumer imported is {consumer.__file__}, not {tree}'s: put the tree on PYTHONPATH")
-    from consumer.ingest.prepare import Preparer, tune_garbage_collector
-    from consumer.ingest.store_writes import StoreWrites
     from consumer.store import open_store
+
+    try:
+        from consumer.ingest.prepare import Preparer, tune_garbage_collector
+        from consumer.ingest.store_writes import StoreWrites
+    except ImportError:  # a tree from before the write side was one package (2026-11-27): the store writes itself
+        from consumer.prepare import Preparer, tune_garbage_collector  # type: ignore[no-redef]
+
+        StoreWrites = None  # type: ignore[assignment,misc]  # noqa: N806
 
     tune_garbage_collector()  # as `python -m consumer` does
     values = events.read_bytes().splitlines()[:count]
     store = open_store(os.environ["LINEAGE_DRIVER_STORE_URL"])
-    writes = StoreWrites(store)
+    writes: Any = store if StoreWrites is None else StoreWrites(store)
     preparer = Preparer(None, in_worker=False)
     has_dictionary = hasattr(writes, "raw_dictionary")
     stored = 0
@@ -165,7 +181,10 @@ def drive(tree: Path, events: Path, count: int) -> int:
 def store_prepared(writes: Any, batch: list[bytes], prepared: Any) -> int:
     """Store a prepared batch as the ingest loop does (consumer.ingest.kafka_loop.store_polled):
     the fold the preparing step made, folded once; each event on its own only when folding failed."""
-    from consumer.ingest.prepare import good_events
+    try:
+        from consumer.ingest.prepare import good_events
+    except ImportError:
+        from consumer.prepare import good_events  # type: ignore[no-redef]
 
     if prepared.folded is None:
         return int(writes.write(good_events(batch, prepared)))

@@ -22,8 +22,6 @@ from pathlib import Path
 
 import attrs
 
-from jars import classpath
-
 BROKER_START_TIMEOUT_SECONDS = 90.0
 BROKER_STOP_TIMEOUT_SECONDS = 30.0
 PR_SET_PDEATHSIG = 1
@@ -82,6 +80,8 @@ class KafkaBroker:
         """Start the broker (formatting its storage the first time) and wait until it serves."""
         if self.process is not None and self.process.poll() is None:
             return
+        from jars import classpath  # only a started broker needs the jars (free_port's users do not)
+
         jars = classpath("kafka")
         config = self._write_config()
         if not (self.directory / "data" / "meta.properties").is_file():

@@ -177,3 +177,15 @@ def metric_value(exposition: str, name: str, **labels: str) -> float | None:
         if sample_name == name and {key: text.strip('"') for key, text in found.items()} == labels:
             return float(value)
     return None
+
+
+def outbox_size(store_url: str) -> int:
+    """Change messages the changes topic has not acknowledged yet."""
+    from consumer.store import open_store, outbox
+
+    store = open_store(store_url, migrate=False)
+    try:
+        with store.engine.connect() as connection:
+            return outbox.count(connection)
+    finally:
+        store.dispose()

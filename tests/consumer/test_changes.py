@@ -27,11 +27,11 @@ from consumer.ingest.kafka_io import ChangeMessages
 from consumer.ingest.prepare import prepare
 from consumer.ingest.store_writes import StoreWrites
 from consumer.query import history
-from consumer.store import Store, open_store, outbox
+from consumer.store import Store, open_store
 from consumer.store import schema as s
 from consumer.store.version_diff import version_diff
 from tests.consumer import history_scenario as scenario
-from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, ingest_all, stop_process
+from tests.consumer.helpers import DRAIN_LIMIT_SECONDS, ingest_all, outbox_size, stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
 
 pytestmark = pytest.mark.kafka
@@ -202,7 +202,7 @@ def test_serve_with_a_changes_topic_tells_a_subscriber_the_demo_pipelines_table_
     try:
         _produce(kafka_bootstrap, events_topic, events)
         deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
-        while _stored_through_api(port) < len(events) or _outbox_size(sqlite_url):  # stored, and every change published
+        while _stored_through_api(port) < len(events) or outbox_size(sqlite_url):  # stored, and every change published
             assert serve.poll() is None, "serve exited"
             assert time.monotonic() < deadline, f"the consumer did not store the {len(events)} events and publish their changes"
             time.sleep(0.2)
@@ -232,16 +232,6 @@ def test_serve_with_a_changes_topic_tells_a_subscriber_the_demo_pipelines_table_
         ]
         for key, m in subscribed.items()
     }
-
-
-def _outbox_size(store_url: str) -> int:
-    """Change messages the changes topic has not acknowledged yet."""
-    store = open_store(store_url, migrate=False)
-    try:
-        with store.engine.connect() as connection:
-            return outbox.count(connection)
-    finally:
-        store.dispose()
 
 
 def _stored_through_api(port: int) -> int:

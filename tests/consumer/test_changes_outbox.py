@@ -24,10 +24,10 @@ from consumer.ingest.kafka_io import ChangeMessages
 from consumer.ingest.materialize import materialize
 from consumer.ingest.store_writes import StoreWrites
 from consumer.ingest.validate import validate
-from consumer.store import open_store, outbox
+from consumer.store import open_store
 from consumer.store import schema as s
 from demo.broker import KafkaBroker, start_kafka
-from tests.consumer.helpers import stop_process
+from tests.consumer.helpers import outbox_size, stop_process
 from tests.support.broker import free_port, read_topic, unique_topic
 from tests.support.events import batch_write, table
 from tests.support.kafka_server import _started
@@ -56,15 +56,6 @@ def _finished_runs(store_url: str) -> int:
     try:
         with store.engine.connect() as connection:
             return len(connection.execute(select(s.runs.c.id).where(s.runs.c.state == "COMPLETED")).all())
-    finally:
-        store.dispose()
-
-
-def _outbox_size(store_url: str) -> int:
-    store = open_store(store_url, migrate=False)
-    try:
-        with store.engine.connect() as connection:
-            return outbox.count(connection)
     finally:
         store.dispose()
 
@@ -106,7 +97,7 @@ def test_a_consumer_killed_between_commit_and_publish_loses_no_change(store_url,
         _wait_until(lambda: _finished_runs(store_url), "committed run")
         serve.kill()  # SIGKILL: the run is committed, its changes not published
         serve.wait(30)
-        assert _outbox_size(store_url) > 0, "the changes wait in the outbox"
+        assert outbox_size(store_url) > 0, "the changes wait in the outbox"
     finally:
         stop_process(serve)
         broker.resume()
@@ -115,7 +106,7 @@ def test_a_consumer_killed_between_commit_and_publish_loses_no_change(store_url,
     ingest = _consumer("ingest", store_url, broker.bootstrap, changes_topic)
     try:
         published = read_topic(broker.bootstrap, changes_topic, expected=3, timeout_seconds=WAIT_LIMIT_SECONDS)
-        _wait_until(lambda: _outbox_size(store_url) == 0 or None, "empty outbox")
+        _wait_until(lambda: outbox_size(store_url) == 0 or None, "empty outbox")
     finally:
         log = stop_process(ingest)
     messages = [json.loads(record.value) for record in published]

@@ -180,7 +180,7 @@ def test_a_broker_stopped_and_restarted_under_load_loses_nothing_and_stores_noth
         alive_while_down = process.poll() is None
         broker.start()
         _produce(broker.bootstrap, topic, _keyed(after))
-        _wait_for(lambda: _stored(store) >= len(before) + len(after), "every event stored")
+        _wait_for(lambda: _stored(store) >= len(before) + len(after), "every event stored", limit=300)
         stored = dump(store)
         count = _stored(store)
     finally:

@@ -1,0 +1,134 @@
+"""Ingest of real Spark events of first-seen jobs, this checkout beside another, as a new user runs it.
+
+    .venv/bin/python -m benchmarks.first_seen_pairs --baseline DIR --spark-events EVENTS_JSONL
+        [--events 3000] [--pairs 2] [--postgres ADMIN_URL]
+
+The events are those the emitter wrote (e.g. `python -m benchmarks.tpcds run`'s `events.jsonl`),
+every run copied as a job the store has never seen (benchmarks/spark_workload.py), produced once
+to a 6-partition topic of a local Apache Kafka. Per pair, each tree (the baseline first, then this
+checkout) runs `python -m consumer ingest` from its own code into a fresh store (SQLite, and a
+scratch PostgreSQL database with `--postgres`) until every event is stored; the rate counts from
+the first event stored to the last, so the raw-event dictionary's training is inside it. Printed
+per tree and store: events/s and the store's bytes per event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import DBAPIError
+
+from benchmarks.ingest import store_bytes
+from benchmarks.scratch_postgres import scratch_database
+from benchmarks.spark_workload import first_seen_jobs
+from demo.broker import start_kafka
+
+THIS_TREE = Path(__file__).resolve().parent.parent
+PARTITIONS = 6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the code to compare with")
+    parser.add_argument("--spark-events", type=Path, required=True, help="events the emitter wrote")
+    parser.add_argument("--events", type=int, default=3000)
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--postgres", help="admin URL of a PostgreSQL: also ingest into scratch databases there")
+    args = parser.parse_args()
+    broker = start_kafka(Path(tempfile.mkdtemp(prefix="bench-kafka-")))
+    try:
+        topic = f"first-seen-{uuid.uuid4().hex[:8]}"
+        produce(broker.bootstrap, topic, first_seen_jobs(args.spark_events, args.events))
+        stores = ["sqlite"] + (["postgresql"] if args.postgres else [])
+        for pair in range(1, args.pairs + 1):
+            for store in stores:
+                for label, tree in (("baseline", args.baseline), ("this code", THIS_TREE)):
+                    rate, size = ingest_once(tree, store, args.postgres, broker.bootstrap, topic, args.events)
+                    print(f"pair {pair}  {store:<10}  {label:<9}  {rate:6.0f} events/s   store {size / args.events:7.0f} B/event")
+    finally:
+        broker.stop()
+
+
+def produce(bootstrap: str, topic: str, events: object) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=20, batch_size=256 * 1024, max_request_size=8 * 1024 * 1024)
+    for event in events:  # type: ignore[attr-defined]
+        producer.send(topic, key=event["run"]["runId"].encode(), value=json.dumps(event).encode())
+    producer.flush()
+    producer.close()
+
+
+def ingest_once(tree: Path, store: str, admin_url: str | None, bootstrap: str, topic: str, expected: int) -> tuple[float, int]:
+    """(events/s from the first event stored to the last, the store's bytes) of one fresh store."""
+    with tempfile.TemporaryDirectory(prefix="first-seen-") as scratch:
+        drop = None
+        if store == "sqlite":
+            url = f"sqlite:///{scratch}/store.db"
+        else:
+            assert admin_url is not None
+            url, drop = scratch_database(admin_url, "lineage_first_seen")
+        try:
+            environment = {
+                **os.environ,
+                "PYTHONPATH": str(tree),
+                "LINEAGE_STORE_URL": url,
+                "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+                "LINEAGE_TOPIC": topic,
+                "LINEAGE_GROUP": f"first-seen-{uuid.uuid4().hex[:8]}",
+                "LINEAGE_DEAD_LETTER_TOPIC": f"{topic}.dlq",
+            }
+            log_file = (Path(scratch) / "ingest.log").open("wb")
+            process = subprocess.Popen(
+                [sys.executable, "-m", "consumer", "ingest"], env=environment, cwd=scratch, stderr=log_file
+            )
+            try:
+                rate = _rate_until_stored(url, expected, process, Path(scratch) / "ingest.log")
+            finally:
+                process.terminate()
+                process.wait(60)
+                log_file.close()
+            return rate, store_bytes(url)
+        finally:
+            if drop is not None:
+                drop()
+
+
+def _rate_until_stored(url: str, expected: int, process: subprocess.Popen[bytes], log: Path) -> float:
+    engine = create_engine(url)
+    first: tuple[float, int] | None = None
+    try:
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline:
+            try:
+                with engine.connect() as connection:
+                    stored = connection.execute(text("SELECT count(*) FROM lineage_events")).scalar_one()
+            except DBAPIError:  # the ingest process is still creating the store
+                stored = 0
+            now = time.perf_counter()
+            if stored and first is None:
+                first = (now, stored)
+            if stored >= expected and first is not None:
+                return (stored - first[1]) / max(now - first[0], 1e-9)
+            if process.poll() is not None:
+                raise SystemExit(f"the ingest process ended:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.1)
+    finally:
+        engine.dispose()
+    raise SystemExit(f"not every event was stored within 900 s ({url})")
+
+
+if __name__ == "__main__":
+    main()
