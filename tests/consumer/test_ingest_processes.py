@@ -470,9 +470,11 @@ def test_metrics_move_as_events_arrive_and_a_dead_broker_shows(sqlite_url, start
     assert _sample(after, "lineage_http_request_seconds_count", route=job_route) == 2
     # A redelivery is stored as a batch but not counted as new events.
     assert _sample(redelivered, "lineage_events_stored_total") == len(events)
-    # After the restart only the new events were read: the committed offsets survived it.
+    # After the restart the committed offsets survived: none of the events committed before it was
+    # read again. A commit the restarted group coordinator refuses while it loads makes the late
+    # events' batch be read again, stored as a batch but not counted as new events.
     assert _sample(resumed, "lineage_events_stored_total") == len(events) + len(late)
-    assert _sample(resumed, "lineage_store_batch_size_sum") == len(events) + 10 + len(late)
+    assert len(events) + 10 + len(late) <= _sample(resumed, "lineage_store_batch_size_sum") <= len(events) + 10 + 2 * len(late)
     # The stopped broker: reported unreachable, the API still served; then back and ingesting.
     assert gone.json()["broker"] == "unreachable" and _sample(down, "lineage_broker_reachable") == 0 and alive == 200
     assert _sample(after, "lineage_broker_reachable") == 1 and _sample(resumed, "lineage_broker_reachable") == 1
