@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -56,3 +58,23 @@ def identity(event_json: dict[str, Any]) -> tuple[str, str]:
 
 def identities_of_values(values: list[bytes]) -> list[tuple[str, str]]:
     return [identity(json.loads(value)) for value in values]
+
+
+EMIT_APP_TIMEOUT_SECONDS = 120
+
+
+def run_emit_app(app_name: str, actions: int, env: dict[str, str], *flags: str) -> tuple[list[tuple[str, str]], str]:
+    """tests/transports/emit_app.py: an application emitting `actions` actions' events; (their identities, its stderr)."""
+    from tests.support.paths import PROJECT_ROOT
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "tests.transports.emit_app", app_name, str(actions), *flags],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=EMIT_APP_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return [tuple(pair) for pair in json.loads(completed.stdout)], completed.stderr

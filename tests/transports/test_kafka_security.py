@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,12 +25,10 @@ from emitter.transports.kafka import KafkaTransport
 from tests.support.broker import read_topic, unique_topic
 from tests.support.kafka_acls import allow
 from tests.support.kafka_server import CLIENT_CN, SecuredKafka
-from tests.support.paths import PROJECT_ROOT
-from tests.transports.lineage_events import application_events, identities_of_values, identity
+from tests.transports.lineage_events import application_events, identities_of_values, identity, run_emit_app
 
 pytestmark = pytest.mark.kafka
 
-SUBPROCESS_TIMEOUT_SECONDS = 120
 SASL_USER = "User:lineage"
 TLS_USER = f"User:{CLIENT_CN}"
 SASL_REFUSED = "SASL authentication failed for user lineage (SCRAM-SHA-512)"
@@ -102,18 +98,8 @@ def yaml_config(topic: str, config: dict[str, str], spool_dir: Path, cwd: Path) 
 
 
 def run_app(app_name: str, env: dict[str, str], *flags: str) -> tuple[list[tuple[str, str]], str]:
-    """tests/transports/emit_app.py: an application emitting 2 actions' events; (their identities, its stderr)."""
-    completed = subprocess.run(
-        [sys.executable, "-m", "tests.transports.emit_app", app_name, "2", *flags],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT_SECONDS,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return [tuple(pair) for pair in json.loads(completed.stdout)], completed.stderr
+    """An application emitting 2 actions' events; (their identities, its stderr)."""
+    return run_emit_app(app_name, 2, env, *flags)
 
 
 def spooled(spool_dir: Path) -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from emitter.transports.kafka import KafkaTransport
 from tests.support.broker import free_port, read_topic, unique_topic
 from tests.support.paths import PROJECT_ROOT
 from tests.support.spec import assert_valid_event
-from tests.transports.lineage_events import application_events, identities_of_values, identity
+from tests.transports.lineage_events import application_events, identities_of_values, identity, run_emit_app
 
 pytestmark = pytest.mark.kafka
 
@@ -136,17 +136,7 @@ def test_events_arrive_in_order_once_a_late_broker_starts(start_broker, tmp_path
 
 
 def run_app(app_name: str, actions: int, env: dict[str, str], *flags: str) -> list[tuple[str, str]]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "tests.transports.emit_app", app_name, str(actions), *flags],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT_SECONDS,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    return [tuple(pair) for pair in json.loads(completed.stdout)]
+    return run_emit_app(app_name, actions, env, *flags)[0]
 
 
 def app_env(bootstrap: str, topic: str, spool_dir: Path, cwd: Path) -> dict[str, str]:
