@@ -485,6 +485,23 @@ def create_topics(
                 lines.append(f"exists  {topic.name} ({len(described['partitions'])} partitions, left as it is)")
             except KafkaError as error:
                 raise BrokerUnavailable(f"could not create topic {topic.name}: {error}") from None
+        _await_partitions(admin, [topic.name for topic in topics], TOPIC_READY_TIMEOUT_S)
     finally:
         admin.close()
     return lines
+
+
+TOPIC_READY_TIMEOUT_S = 30.0
+
+
+def _await_partitions(admin: Any, names: Sequence[str], timeout_s: float) -> None:
+    """Return once every topic is described with its partitions: a broker acknowledges a creation
+    before its metadata shows the partitions, and a topic said to be created should be usable."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pending = [topic["name"] for topic in admin.describe_topics(list(names)) if not topic["partitions"]]
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise BrokerUnavailable(f"topics created but their partitions not yet known to the broker: {', '.join(pending)}")
+        time.sleep(0.1)

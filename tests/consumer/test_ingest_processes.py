@@ -133,6 +133,11 @@ def _metric(base: str, name: str, **labels: str) -> float | None:
     return metric_value(httpx.get(f"{base}/metrics").text, name, **labels)
 
 
+# A killed member's partitions go to the next one when its session times out: a short session
+# (the shared test broker allows it) keeps the wait short.
+KILLED_MEMBER_OPTIONS = ("--batch-size", "100", "--session-timeout-ms", "4000")
+
+
 def test_sigkill_mid_batch_loses_nothing_and_stores_nothing_twice(postgres_url, postgres_database_url, kafka_bootstrap):
     events = _events(1500)
     topic = unique_topic("killed", kafka_bootstrap)
@@ -143,13 +148,13 @@ def test_sigkill_mid_batch_loses_nothing_and_stores_nothing_twice(postgres_url, 
     kills = 0
     try:
         for threshold in (300, 900, 1500, 2100):
-            process = _consumer("ingest", postgres_url, kafka_bootstrap, topic, group, "--batch-size", "100")
+            process = _consumer("ingest", postgres_url, kafka_bootstrap, topic, group, *KILLED_MEMBER_OPTIONS)
             _wait_for(lambda t=threshold: _stored(store) >= t, f"{threshold} events stored")
             time.sleep(chooser.uniform(0.0, 0.3))  # somewhere inside the next batch
             process.send_signal(signal.SIGKILL)
             process.wait()
             kills += 1
-        process = _consumer("ingest", postgres_url, kafka_bootstrap, topic, group, "--batch-size", "100")
+        process = _consumer("ingest", postgres_url, kafka_bootstrap, topic, group, *KILLED_MEMBER_OPTIONS)
         try:
             _wait_for(lambda: _stored(store) >= len(events), "every event stored")
         finally:

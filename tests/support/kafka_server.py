@@ -175,6 +175,8 @@ def start_secured(directory: Path, *, detached: bool = False) -> tuple[KafkaBrok
         "ssl.truststore.location": str(files.ca),
         "listener.name.ssl.ssl.client.auth": "required",
         "ssl.principal.mapping.rules": "RULE:^CN=([^,]+).*$/$1/,DEFAULT",
+        # the tests that kill group members give them short sessions, so the group moves on in seconds
+        "group.min.session.timeout.ms": "1000",
     }
     broker = KafkaBroker(
         directory=directory / "broker", listeners=listeners, properties=properties, dies_with_starter=not detached
