@@ -9,7 +9,9 @@ to a 6-partition topic of a local Apache Kafka. Per pair, each tree (the baselin
 checkout) runs `python -m consumer ingest` from its own code into a fresh store (SQLite, and a
 scratch PostgreSQL database with `--postgres`) until every event is stored; the rate counts from
 the first event stored to the last, so the raw-event dictionary's training is inside it. Printed
-per tree and store: events/s and the store's bytes per event.
+per tree and store: events/s, the CPU milliseconds per event of the storing process and of its
+preparing worker over the same span (on two cores the slower of the two sets the rate), and the
+store's bytes per event.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -30,6 +33,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
 
 from benchmarks.ingest import store_bytes
+from benchmarks.proc_stat import live_processes, process_stat
 from benchmarks.scratch_postgres import scratch_database
 from benchmarks.spark_workload import first_seen_jobs
 from demo.broker import start_kafka
@@ -54,8 +58,12 @@ def main() -> None:
         for pair in range(1, args.pairs + 1):
             for store in stores:
                 for label, tree in (("baseline", args.baseline), ("this code", THIS_TREE)):
-                    rate, size = ingest_once(tree, store, args.postgres, broker.bootstrap, topic, args.events)
-                    print(f"pair {pair}  {store:<10}  {label:<9}  {rate:6.0f} events/s   store {size / args.events:7.0f} B/event")
+                    measured = ingest_once(tree, store, args.postgres, broker.bootstrap, topic, args.events)
+                    print(
+                        f"pair {pair}  {store:<10}  {label:<9}  {measured.rate:6.0f} events/s   "
+                        f"CPU ms/event: storing {measured.storing_ms:5.2f}, worker {measured.worker_ms:5.2f}   "
+                        f"store {measured.size / args.events:7.0f} B/event"
+                    )
     finally:
         broker.stop()
 
@@ -71,8 +79,15 @@ def produce(bootstrap: str, topic: str, events: object) -> None:
     producer.close()
 
 
-def ingest_once(tree: Path, store: str, admin_url: str | None, bootstrap: str, topic: str, expected: int) -> tuple[float, int]:
-    """(events/s from the first event stored to the last, the store's bytes) of one fresh store."""
+class Measured(NamedTuple):
+    rate: float  # events/s from the first event stored to the last
+    storing_ms: float  # CPU ms per event of the `ingest` process over that span
+    worker_ms: float  # and of its preparing worker process
+    size: int  # the store's bytes
+
+
+def ingest_once(tree: Path, store: str, admin_url: str | None, bootstrap: str, topic: str, expected: int) -> Measured:
+    """What one `ingest` into a fresh store measured."""
     with tempfile.TemporaryDirectory(prefix="first-seen-") as scratch:
         drop = None
         if store == "sqlite":
@@ -95,20 +110,21 @@ def ingest_once(tree: Path, store: str, admin_url: str | None, bootstrap: str, t
                 [sys.executable, "-m", "consumer", "ingest"], env=environment, cwd=scratch, stderr=log_file
             )
             try:
-                rate = _rate_until_stored(url, expected, process, Path(scratch) / "ingest.log")
+                rate, storing, worker = _rate_until_stored(url, expected, process, Path(scratch) / "ingest.log")
             finally:
                 process.terminate()
                 process.wait(60)
                 log_file.close()
-            return rate, store_bytes(url)
+            return Measured(rate, storing, worker, store_bytes(url))
         finally:
             if drop is not None:
                 drop()
 
 
-def _rate_until_stored(url: str, expected: int, process: subprocess.Popen[bytes], log: Path) -> float:
+def _rate_until_stored(url: str, expected: int, process: subprocess.Popen[bytes], log: Path) -> tuple[float, float, float]:
+    """(events/s, storing CPU ms/event, worker CPU ms/event) from the first event stored to the last."""
     engine = create_engine(url)
-    first: tuple[float, int] | None = None
+    first: tuple[float, int, tuple[float, float]] | None = None
     try:
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline:
@@ -117,17 +133,31 @@ def _rate_until_stored(url: str, expected: int, process: subprocess.Popen[bytes]
                     stored = connection.execute(text("SELECT count(*) FROM lineage_events")).scalar_one()
             except DBAPIError:  # the ingest process is still creating the store
                 stored = 0
-            now = time.perf_counter()
+            now, cpu = time.perf_counter(), _cpu_seconds(process.pid)
             if stored and first is None:
-                first = (now, stored)
+                first = (now, stored, cpu)
             if stored >= expected and first is not None:
-                return (stored - first[1]) / max(now - first[0], 1e-9)
+                events = stored - first[1]
+                return (
+                    events / max(now - first[0], 1e-9),
+                    (cpu[0] - first[2][0]) * 1000 / max(events, 1),
+                    (cpu[1] - first[2][1]) * 1000 / max(events, 1),
+                )
             if process.poll() is not None:
                 raise SystemExit(f"the ingest process ended:\n{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.1)
     finally:
         engine.dispose()
     raise SystemExit(f"not every event was stored within 900 s ({url})")
+
+
+def _cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds of process `pid` and of its live children (the preparing worker)."""
+    try:
+        own = process_stat(pid).cpu_seconds
+    except OSError:
+        return 0.0, 0.0
+    return own, sum(stat.cpu_seconds for stat in live_processes() if stat.parent == pid)
 
 
 if __name__ == "__main__":

@@ -42,9 +42,9 @@ from consumer.store.rows import (
     VersionFold,
     lineage_content,
     lineage_hash,
-    lineage_version,
     lock_id,
     next_state,
+    run_version,
     state_hash,
     version_content,
     version_content_hash,
@@ -63,7 +63,6 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
     batch = [unique[key] for key in sorted(unique)] if by_hash else list(unique.values())
     edge_datasets = [_edge_datasets(rows) for rows in batch]  # three tables need them
     runs = _runs(batch)
-    lineage = _run_lineage(batch)
     return Folded(
         events=len(batch),
         hashes=tuple(sorted(unique)),
@@ -75,9 +74,8 @@ def fold(events: Sequence[EventRows], *, by_hash: bool = True, dictionary: Dicti
         jobs=_jobs(batch, runs),
         runs=runs,
         versions=_versions(batch),
-        lineage=lineage,
         # built here, beside the rest of the batch, not on the writer's thread
-        lineage_versions={uuid: lineage_version(run_lineage) for uuid, run_lineage in lineage.items()},
+        lineage={uuid: run_version(run_lineage) for uuid, run_lineage in _run_lineage(batch).items()},
         declared=_declared_lineage(batch),
         snapshots=_snapshots(batch),
         partitions=_partitions(batch),

@@ -281,13 +281,46 @@ def lineage_from_content(job: JobKey, content: Mapping[str, Any], time: datetime
 
 def lineage_hash(content: Mapping[str, Any]) -> str:
     """The hash a version is stored under: of its content alone (no run id, time or snapshot)."""
-    return hashlib.sha256(json_codec.dumps_bytes(content)).hexdigest()
+    return encoded_lineage(content)[0]
+
+
+def encoded_lineage(content: Mapping[str, Any]) -> tuple[str, bytes]:
+    """A version's content as JSON and the hash it is stored under (the one place it is taken)."""
+    encoded = json_codec.dumps_bytes(content)
+    return hashlib.sha256(encoded).hexdigest(), encoded
 
 
 def lineage_version(lineage: LineageFold) -> tuple[str, dict[str, Any]]:
     """The hash and the content (lineage_content) of the job version `lineage` is."""
     content = lineage_content(lineage)
     return lineage_hash(content), content
+
+
+class RunVersion(NamedTuple):
+    """The job version one run of a batch ran, as the batch's events say (the union of them): its
+    content (lineage_content) as JSON, which the store writes as it is. A batch crosses from the
+    preparing worker to the writer as plain bytes here: the same content as frozensets and nested
+    lists took the writer's process ten times longer to unpickle than to decode."""
+
+    job: JobKey
+    time: datetime  # the run's earliest event in the batch
+    lineage_hash: str
+    content: bytes
+
+    def lineage(self) -> LineageFold:
+        return lineage_from_content(self.job, json_codec.loads(self.content), self.time)
+
+
+# A job version's content: decoded, or as the JSON RunVersion carries it
+VersionContent = dict[str, Any] | bytes
+
+
+def decoded_content(content: VersionContent) -> dict[str, Any]:
+    return json_codec.loads(content) if isinstance(content, bytes) else content
+
+
+def run_version(lineage: LineageFold) -> RunVersion:
+    return RunVersion(lineage.job, lineage.time, *encoded_lineage(lineage_content(lineage)))
 
 
 # (dataset, version, run (of the earliest event, when it wrote the dataset), content hash, fields (JSON),
@@ -315,9 +348,7 @@ class Folded(NamedTuple):
     jobs: dict[JobKey, EntityFold]
     runs: dict[str, RunFold]
     versions: tuple[VersionFold, ...]
-    lineage: dict[str, LineageFold]  # by run: what the batch's events of each run read, wrote and derived
-    # by run: (lineage_hash, lineage_content) of `lineage`, computed where the batch is prepared
-    lineage_versions: dict[str, tuple[str, dict[str, Any]]]
+    lineage: dict[str, RunVersion]  # by run: what the batch's events of each run read, wrote and derived
     declared: dict[JobKey, LineageFold]  # by job: what its newest JobEvent of the batch declared
     snapshots: tuple[SnapshotFold, ...]
     partitions: dict[tuple[str, int | None, DatasetKey, str], frozenset[str]]

@@ -186,15 +186,15 @@ def test_a_runs_version_is_the_union_of_its_events(store: Store) -> None:
 
 def test_the_repeated_run_check_fails_a_store_that_keeps_each_runs_lineage(store: Store, monkeypatch: Any) -> None:
     """A writer whose version hash depends on the run (every run's edges stored again) is caught by
-    the counts the first test checks. A version's hash is taken in one place (rows.lineage_version),
+    the counts the first test checks. A version's hash is taken in one place (rows.encoded_lineage),
     where the batch is folded and where the writer unites a run's stored version with it."""
     from itertools import count
 
     from consumer.store import rows
 
     runs = count()
-    real_hash = rows.lineage_hash
-    monkeypatch.setattr(rows, "lineage_hash", lambda content: real_hash({**content, "run": next(runs)}))
+    real_encoding = rows.encoded_lineage
+    monkeypatch.setattr(rows, "encoded_lineage", lambda content: real_encoding({**content, "run": next(runs)}))
     write_events(store, _run(0, _inputs(0, "orders", "customers"), ["id", "amount"]))
     with rows_written(store) as written:
         write_events(store, _run(1, _inputs(1, "orders", "customers"), ["id", "amount"]))

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from consumer import json_codec
 from consumer.store.bulk import execute_many
-from consumer.store.rows import CONTENTS_LOCK, FACET, Merged, keeps_stored_facets, stamp
+from consumer.store.rows import CONTENTS_LOCK, FACET, Merged, VersionContent, keeps_stored_facets, stamp
 from consumer.store.schema import chunks
 
 BATCH_WORK_MEM = "64MB"
@@ -29,7 +29,7 @@ class Batch:
         self.now = datetime.now(timezone.utc)
         # The content of each job version this batch looked up or wrote, by id: the current
         # lineage written after it need not read back what was just hashed.
-        self.version_content: dict[int, dict[str, Any]] = {}
+        self.version_content: dict[int, VersionContent] = {}
 
     def many(self, statement: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         execute_many(self.connection, statement, rows)
@@ -64,21 +64,42 @@ class Batch:
     def existing(
         self, table: Table, key_columns: list[Any], keys: Sequence[Any], columns: Sequence[Any] | None = None
     ) -> dict[Any, dict[str, Any]]:
-        """Stored rows (`columns`, default all) by natural key. Two-column keys are looked up as
-        `a IN (..) AND b IN (..)` and filtered here: PostgreSQL plans row-value IN lists poorly."""
+        """Stored rows (`columns`, default all) by natural key."""
         found: dict[Any, dict[str, Any]] = {}
         wanted = set(keys)
         for chunk in chunks(sorted(wanted)):
-            if len(key_columns) == 1:
-                condition = key_columns[0].in_(chunk)
-            else:
-                condition = and_(*(column.in_(sorted({key[i] for key in chunk})) for i, column in enumerate(key_columns)))
             query = select(*columns) if columns is not None else select(table)
-            for row in self.connection.execute(query.where(condition)).mappings():
+            if len(key_columns) == 1:
+                query = query.where(key_columns[0].in_(chunk))
+            elif self.dialect == "sqlite":
+                ids = self._sqlite_ids(table, key_columns, chunk)
+                if columns is not None and list(columns) == [table.c.id, *key_columns]:
+                    names = [c.name for c in key_columns]
+                    found.update((key, {"id": id_, **dict(zip(names, key, strict=True))}) for key, id_ in ids.items())
+                    continue
+                query = query.where(table.c.id.in_(sorted(ids.values())))
+            else:
+                # PostgreSQL plans row-value IN lists poorly: one IN list per column, filtered here
+                query = query.where(and_(*(c.in_(sorted({key[i] for key in chunk})) for i, c in enumerate(key_columns))))
+            for row in self.connection.execute(query).mappings():
                 key = row[key_columns[0].name] if len(key_columns) == 1 else tuple(row[c.name] for c in key_columns)
                 if key in wanted:
                     found[key] = dict(row)
         return found
+
+    def _sqlite_ids(self, table: Table, key_columns: list[Any], keys: Sequence[tuple[Any, ...]]) -> dict[Any, int]:
+        """SQLite: ids by key of several columns (integers and strings), the keys joined from a
+        VALUES list: one probe of the unique index per key, where `a IN (..) AND b IN (..)` probes
+        every pair of the two lists. Plain SQL: building the same as a SQLAlchemy construct of
+        hundreds of rows costs many times what running it does."""
+        names = [column.name for column in key_columns]
+        listed = ", ".join(["(" + ", ".join("?" * len(names)) + ")"] * len(keys))
+        selected = ", ".join(f"stored.{name}" for name in names)
+        joined = " AND ".join(f"stored.{name} = wanted.{name}" for name in names)
+        # the names are the schema's; every value is bound
+        statement = f"WITH wanted ({', '.join(names)}) AS (VALUES {listed}) SELECT stored.id, {selected} FROM wanted JOIN {table.name} AS stored ON {joined}"  # noqa: S608
+        rows = self.connection.exec_driver_sql(statement, tuple(value for key in keys for value in key))
+        return {tuple(stored_key): id_ for id_, *stored_key in rows}
 
     def stored_for_merge(
         self,

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, select, update
 
-from consumer.store.rows import DatasetKey, current_rows
+from consumer.store.rows import DatasetKey, current_rows, decoded_content
 from consumer.store.schema import chunks, column_lineage, column_lineage_of_jobs, job_io, job_versions, jobs, latest_run
 from consumer.store.writer.batch import Batch
 from consumer.store.writer.datasets import stored_dataset_ids, stored_field_ids
@@ -167,7 +167,7 @@ def _version_rows(batch: Batch, version_ids: Sequence[int]) -> dict[int, tuple[d
         known = [version for version in chunk if version in batch.version_content]
         if known:
             for version, created_at in batch.connection.execute(select(c.id, c.created_at).where(c.id.in_(known))):
-                found[version] = (batch.version_content[version], created_at)
+                found[version] = (decoded_content(batch.version_content[version]), created_at)
         unknown = [version for version in chunk if version not in batch.version_content]
         if unknown:
             for version, content, created_at in batch.connection.execute(

@@ -10,7 +10,8 @@ from typing import Any
 
 from sqlalchemy import bindparam, func, select, update
 
-from consumer.store.rows import Folded, JobKey, lineage_from_content, lineage_version
+from consumer import json_codec
+from consumer.store.rows import Folded, JobKey, VersionContent, lineage_from_content, lineage_version
 from consumer.store.schema import chunks, job_versions, jobs, runs
 from consumer.store.writer.batch import Batch
 
@@ -20,21 +21,20 @@ def run_versions(
 ) -> dict[str, int]:
     """The version each run of the batch with lineage ran: the union of what its stored version
     and the batch's events say (a version known already costs one keyed lookup)."""
-    stored_ids = {uuid: version for uuid in folded.lineage if (version := stored.get(uuid)) is not None}
+    stored_ids = {uuid: version_id for uuid in folded.lineage if (version_id := stored.get(uuid)) is not None}
     stored_content = _version_contents(batch, sorted(set(stored_ids.values())))
-    wanted: dict[str, tuple[int, str, dict[str, Any], datetime]] = {}
-    for uuid, batch_lineage in folded.lineage.items():
+    wanted: dict[str, tuple[int, str, VersionContent, datetime]] = {}
+    for uuid, version in folded.lineage.items():
         known = stored_content.get(stored_ids[uuid]) if uuid in stored_ids else None
-        if known is None:
-            content_hash, content = folded.lineage_versions[uuid]
-        else:
-            known_lineage = lineage_from_content(batch_lineage.job, known[1], batch_lineage.time)
-            union = known_lineage.union(batch_lineage)
+        content: VersionContent = version.content
+        content_hash = version.lineage_hash
+        if known is not None:
+            known_lineage = lineage_from_content(version.job, known[1], version.time)
+            union = known_lineage.union(version.lineage())
             if union.key() == known_lineage.key():
                 continue  # nothing new: the run keeps its version
-            batch_lineage = union
             content_hash, content = lineage_version(union)
-        wanted[uuid] = (run_job_ids[uuid], content_hash, content, batch_lineage.time)
+        wanted[uuid] = (run_job_ids[uuid], content_hash, content, version.time)
     ids = _version_ids(
         batch, {(job_id, content_hash): (content, time) for job_id, content_hash, content, time in wanted.values()}
     )
@@ -51,12 +51,13 @@ def _version_contents(batch: Batch, version_ids: Sequence[int]) -> dict[int, tup
     return found
 
 
-def _version_ids(batch: Batch, wanted: Mapping[tuple[int, str], tuple[dict[str, Any], datetime]]) -> dict[tuple[int, str], int]:
+def _version_ids(batch: Batch, wanted: Mapping[tuple[int, str], tuple[VersionContent, datetime]]) -> dict[tuple[int, str], int]:
     """The ids of job versions by (job id, hash), inserting those not stored yet."""
 
     def row(key: tuple[int, str]) -> dict[str, Any]:
         content, created_at = wanted[key]
-        return {"job_id": key[0], "lineage_hash": key[1], "content": content, "created_at": created_at}
+        stored = json_codec.Fragment(content) if isinstance(content, bytes) else content
+        return {"job_id": key[0], "lineage_hash": key[1], "content": stored, "created_at": created_at}
 
     ids = batch.ids_inserting_missing(job_versions, ["job_id", "lineage_hash"], wanted, row)
     batch.version_content.update((ids[key], content) for key, (content, _) in wanted.items())
