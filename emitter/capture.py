@@ -41,6 +41,14 @@ class SchemaField:
 
 
 @frozen
+class PushedFilter:
+    """A filter a V2 scan evaluates itself (an Iceberg scan's): its text and the columns it reads."""
+
+    description: str
+    columns: tuple[str, ...]
+
+
+@frozen
 class RelationInfo:
     """A leaf relation read by the query (or the target of the write)."""
 
@@ -50,9 +58,13 @@ class RelationInfo:
     table: TableRef | None = None
     table_location: str | None = None
     schema: tuple[SchemaField, ...] = ()
-    # a table format's own version read off the live table, (kind, id): ("iceberg", "8744...")
+    # a table format's own version, (kind, id): ("iceberg", "8744..."): the one the action's scan
+    # read when the format told, else read off the live table
     table_version: tuple[str, str] | None = None
-    partition_columns: tuple[str, ...] = ()  # of a partitioned file source read
+    partition_columns: tuple[str, ...] = ()  # of a partitioned file source read; an Iceberg table's partition fields
+    v2_name: str | None = None  # a V2 table's own name (`Table.name()`; Iceberg: catalog.namespace.table)
+    # filters the scan evaluates itself, which Spark may have dropped from the plan
+    pushed_filters: tuple[PushedFilter, ...] = ()
 
 
 @frozen
@@ -62,6 +74,8 @@ class WriteInfo:
     mode: str | None = None
     output_columns: tuple[str, ...] = ()
     metrics: Mapping[str, int] = field(factory=dict)  # numOutputRows, numOutputBytes, numFiles
+    # a V2 write into a staged table: the data write of an atomic CTAS / RTAS still running
+    into_staged_table: bool = False
 
 
 @frozen

@@ -24,6 +24,8 @@ from emitter.capture import Capture, RelationInfo
 
 # Commands that only wrap a nested data-writing command: Spark reports both (the nested one
 # first, with a higher QueryExecution id); the nested one is the run, the wrapper is dropped.
+# A V2 CTAS / RTAS (CreateTableAsSelect, ReplaceTableAsSelect) writes its data as a nested V2
+# write (AppendData, OverwriteByExpression).
 WRAPPER_COMMANDS = frozenset(
     {
         "SaveAsV1TableCommand",
@@ -32,8 +34,13 @@ WRAPPER_COMMANDS = frozenset(
         "OptimizedCreateHiveTableAsSelectCommand",
         "InsertIntoDataSourceDirCommand",
         "InsertIntoHiveDirCommand",
+        "CreateTableAsSelect",
+        "ReplaceTableAsSelect",
     }
 )
+# How the JVM tagger names the wrappers a write ran nested in: the physical plan's node names,
+# which are the commands' own but for a staging catalog's atomic CTAS / RTAS.
+WRAPPER_NODES = WRAPPER_COMMANDS | {"AtomicCreateTableAsSelect", "AtomicReplaceTableAsSelect"}
 RECENT_WRITES_KEPT = 64
 PENDING_KEPT = 16
 NESTED_WRITE_FUNC = "file source write"
@@ -91,10 +98,11 @@ class WrapperDedupe:
 
 def is_nested_write(capture: Capture) -> bool:
     """Whether a write is the data write of a wrapper command still to come: Spark 4 names its
-    action NESTED_WRITE_FUNC; on Spark 3.5 the listener tells which command it ran inside."""
+    action NESTED_WRITE_FUNC; on Spark 3.5 the listener tells which command it ran inside; a V2
+    write into a staged table is an atomic CTAS / RTAS's, on any Spark version."""
     if capture.write is None or capture.write.command in WRAPPER_COMMANDS:
         return False
-    return capture.func_name == NESTED_WRITE_FUNC or capture.wrapped_by in WRAPPER_COMMANDS
+    return capture.func_name == NESTED_WRITE_FUNC or capture.wrapped_by in WRAPPER_NODES or capture.write.into_staged_table
 
 
 def _table_name(target: RelationInfo) -> str:
@@ -129,7 +137,7 @@ def merge_nested(nested: Capture, wrapper: Capture) -> Capture:
         raise ValueError("merge_nested needs two writes")
     target = nested.write.target
     if wrapper.write.target.table is not None:
-        location = target.paths[0] if target.paths else wrapper.write.target.table_location
+        location = target.paths[0] if target.paths else wrapper.write.target.table_location or target.table_location
         target = evolve(target, table=wrapper.write.target.table, table_location=location)
     write = evolve(
         nested.write,

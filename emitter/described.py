@@ -16,9 +16,17 @@ from typing import Any
 import orjson
 from attrs import frozen
 
-from emitter.capture import MicroBatchTag, RelationInfo, SchemaField, TableRef, WriteInfo
+from emitter.capture import MicroBatchTag, PushedFilter, RelationInfo, SchemaField, TableRef, WriteInfo
 from emitter.naming import jdbc_location, kafka_uris
-from emitter.snapshots import MicroBatch, partitions_read, path_of, v2_table_version
+from emitter.snapshots import (
+    ICEBERG_PROVIDER,
+    MicroBatch,
+    distinct_partitions,
+    partitions_read,
+    path_of,
+    v2_table_version,
+)
+from emitter.table_events import TableEvent, iceberg_table_identifier, table_event
 
 Partitions = tuple[Mapping[str, str | None], ...]
 
@@ -91,14 +99,15 @@ def parse_listener_call(func_name: str) -> ListenerCall:
 class DescribedAction:
     """`java/SparkLineageActions.java`'s description of one action: the optimized plan's class,
     the QueryExecution's id, the JVM tagger's tags (None without a tagger), the helper's
-    description of the write (None when the action writes nothing), and the plan's description
-    when the helper was asked for it (None otherwise)."""
+    description of the write (None when the action writes nothing), the plan's description
+    when the helper was asked for it (None otherwise), and Iceberg's scans and commits of it."""
 
     root_class: str
     query_execution_id: int
     tags: str | None
     write: Mapping[str, Any] | None
     plan: DescribedPlan | None
+    table_events: tuple[TableEvent, ...] = ()
 
 
 def parse_described_action(text: str) -> DescribedAction:
@@ -111,6 +120,7 @@ def parse_described_action(text: str) -> DescribedAction:
         tags=header.get("tags"),
         write=header.get("write"),
         plan=parse_described_plan(rest) if newline else None,
+        table_events=tuple(table_event(event) for event in header.get("tableEvents") or ()),
     )
 
 
@@ -188,14 +198,19 @@ def _logical_relation(description: Mapping[str, Any], schema: tuple[SchemaField,
 
 def _v2_relation(node_class: str, v2: Mapping[str, Any], schema: tuple[SchemaField, ...]) -> RelationInfo:
     """A DataSourceV2 table: named by its catalog identifier (else the table's own name); an
-    Iceberg table versioned by its snapshot (the pinned one of a time-travel read, else the
-    current one, which Iceberg computes live: a write target gets the snapshot just produced)."""
+    Iceberg table versioned by its snapshot as its properties tell (the pinned one of a
+    time-travel read, else the current one), which the snapshots Iceberg reported of the action
+    replace (`with_scanned_versions`, `committed_snapshot`), with its partition fields and the
+    filters its scan evaluates itself."""
+    properties = v2.get("properties") or {}
     identifier = v2.get("identifier")
     if identifier is not None:
-        table = TableRef(identifier["name"], ".".join(identifier.get("namespace") or ()) or None, v2.get("catalog"))
+        name, namespace = identifier["name"], tuple(identifier.get("namespace") or ())
+        if (properties.get("provider") or "").lower() == ICEBERG_PROVIDER:
+            name, namespace = iceberg_table_identifier(name, namespace)
+        table = TableRef(name, ".".join(namespace) or None, v2.get("catalog"))
     else:
         table = TableRef(v2["name"])
-    properties = v2.get("properties") or {}
     return RelationInfo(
         node_class=node_class,
         table=table,
@@ -203,6 +218,12 @@ def _v2_relation(node_class: str, v2: Mapping[str, Any], schema: tuple[SchemaFie
         format=properties.get("provider"),
         schema=schema,
         table_version=v2_table_version(properties, v2.get("pinnedSnapshot")),
+        partition_columns=tuple(v2.get("partitionColumns") or ()),
+        v2_name=v2.get("name"),
+        pushed_filters=tuple(
+            PushedFilter(str(pushed["description"]), tuple(pushed.get("columns") or ()))
+            for pushed in v2.get("pushedFilters") or ()
+        ),
     )
 
 
@@ -264,7 +285,14 @@ def described_write(description: Mapping[str, Any]) -> WriteInfo:
             schema=fields,
         )
     metrics = {name: int(value) for name, value in (description.get("metrics") or {}).items()}
-    return WriteInfo(command=command, target=target, mode=description.get("mode"), output_columns=output_columns, metrics=metrics)
+    return WriteInfo(
+        command=command,
+        target=target,
+        mode=description.get("mode"),
+        output_columns=output_columns,
+        metrics=metrics,
+        into_staged_table=bool(description.get("staged")),
+    )
 
 
 def _data_source_location(options: Mapping[str, str]) -> str:
@@ -293,19 +321,28 @@ def location_of(relation: RelationInfo) -> str | None:
 
 
 def partitions_by_leaf(scans: Iterable[Mapping[str, Any]], leaves: Mapping[int, RelationInfo]) -> dict[int, Partitions]:
-    """The helper's scans (`key`, root `paths`, partition `directories`) as partitions per leaf.
-    A scan is the leaf its key names, else the one leaf over the same root paths; several scans
-    of one leaf (a self-union) add up."""
+    """The helper's scans as partitions per leaf: a file scan's (`key`, root `paths`, partition
+    `directories`), an Iceberg scan's (`key`, `partitions`: the partitions of the tasks it
+    planned). A scan is the leaf its key names, else the one leaf over the same root paths;
+    several scans of one leaf (a self-union) add up."""
     directories: dict[int, list[str]] = defaultdict(list)
+    planned: dict[int, list[Mapping[str, str | None]]] = defaultdict(list)
     for scan in scans:
         key = scan.get("key")
         if key not in leaves:
             key = _leaf_over(scan.get("paths") or (), leaves)
-        if key is not None and leaves[key].partition_columns:
+        if key is None or not leaves[key].partition_columns:
+            continue
+        if "partitions" in scan:
+            planned[key].extend(scan["partitions"])
+        else:
             directories[key].extend(scan.get("directories") or ())
-    return {
-        key: partitions_read(location_of(leaves[key]), found, leaves[key].partition_columns) for key, found in directories.items()
+    found: dict[int, Partitions] = {
+        key: partitions_read(location_of(leaves[key]), listed, leaves[key].partition_columns)
+        for key, listed in directories.items()
     }
+    found.update({key: distinct_partitions(partitions) for key, partitions in planned.items()})
+    return found
 
 
 def _leaf_over(paths: Iterable[str], leaves: Mapping[int, RelationInfo]) -> int | None:

@@ -13,6 +13,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 pytest_plugins = [
     "tests.support.spec",
     "tests.support.spark",
+    "tests.support.iceberg",
     "tests.support.kafka_server",
     "tests.support.databases",
     "tests.support.browser",
@@ -25,7 +26,6 @@ LONG_FILES = (
     "tests/docs/test_quickstart.py",
     "tests/connect/test_connect_server.py",
     "tests/demo/test_demo.py",
-    "tests/test_packaging.py",
     "tests/consumer/test_ingest_processes.py",
     "tests/consumer/test_retention.py",
     "tests/emitter/test_run_script.py",

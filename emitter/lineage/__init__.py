@@ -24,6 +24,9 @@ predicate on `x` or on a join key of a side Spark infers filters for (not a LEFT
 preserved side), and `size(arr) > 0` under an explode of `arr`; a lone `x IS NOT NULL` is kept
 unless `x`'s source column is also such a join key or filtered otherwise.
 
+A filter a V2 scan evaluates itself (Iceberg drops from Spark's plan those that select whole
+partitions) is FILTER on the columns it reads when the caller passes it (`pushed_filters`).
+
 `cached_plans` maps `plan.leaf_key(<InMemoryRelation>)` to the parsed plan it caches (optimized
 or analyzed), and `plan.leaf_key(<LogicalRDD>)` of a foreachBatch micro-batch to its streaming
 query's plan; the relation's columns are that plan's output columns by position.
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from emitter.lineage.graph import Graph
+from emitter.lineage.graph import Graph, PushedFilter
 from emitter.lineage.model import (
     DIRECT,
     IDENTITY,
@@ -53,6 +56,7 @@ from emitter.plan import Attribute, Node
 __all__ = [
     "ColumnLineage",
     "InputEdge",
+    "PushedFilter",
     "Transformation",
     "WriteCommand",
     "WRITE_COMMANDS",
@@ -113,10 +117,13 @@ def column_lineage(
     query: Node,
     cached_plans: Mapping[int, Node] | None = None,
     output_columns: Sequence[str] | None = None,
+    pushed_filters: Mapping[int, Sequence[PushedFilter]] | None = None,
 ) -> ColumnLineage:
-    """Lineage of each output column of `query` (named by `output_columns`, positionally, when given)."""
+    """Lineage of each output column of `query` (named by `output_columns`, positionally, when given).
+    `pushed_filters`: by `plan.leaf_key`, the filters a leaf's scan evaluates itself (Spark may
+    have dropped them from the plan), reported as FILTER on the columns they read."""
     try:
-        return _column_lineage(query, cached_plans or {}, output_columns)
+        return _column_lineage(query, cached_plans or {}, output_columns, pushed_filters or {})
     except RecursionError:
         names = list(output_columns) if output_columns is not None else [attr.name for attr in query.output]
         return ColumnLineage(
@@ -127,9 +134,15 @@ def column_lineage(
         )
 
 
-def _column_lineage(query: Node, cached_plans: Mapping[int, Node], output_columns: Sequence[str] | None) -> ColumnLineage:
-    graph = Graph(cached_plans=cached_plans)
+def _column_lineage(
+    query: Node,
+    cached_plans: Mapping[int, Node],
+    output_columns: Sequence[str] | None,
+    pushed_filters: Mapping[int, Sequence[PushedFilter]],
+) -> ColumnLineage:
+    graph = Graph(cached_plans=cached_plans, pushed_filters=pushed_filters)
     graph.add_plan(query)
+    graph.add_pushed_filters()
     walker = _Walker(graph)
     columns: dict[str, tuple[InputEdge, ...]] = {}
     for name, attribute in _align(output_columns, query.output, graph):

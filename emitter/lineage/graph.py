@@ -8,7 +8,7 @@ ids are their children's (Filter, Limit, Repartition...) need no edges: the ids 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from attrs import define, field
 
@@ -28,6 +28,7 @@ from emitter.lineage.model import (
 from emitter.plan import ATTRIBUTE_CLASSES, Attribute, Expr, Node, leaf_key, simple_class
 
 MAX_INLINE_DEPTH = 40
+PushedFilter = tuple[str, Sequence[str]]  # a filter a scan evaluates itself: its text, the columns it reads
 GROUPING_ID_NAME = "spark_grouping_id"
 
 # Operators whose output attributes are exactly (a subset of) their children's: ids flow through.
@@ -110,6 +111,8 @@ class Graph:
     """Everything the walk needs, filled once by the handlers."""
 
     cached_plans: Mapping[int, Node] = field(factory=dict)
+    # leaf key -> the filters its scan evaluates itself: (text, columns read)
+    pushed_filters: Mapping[int, Sequence[PushedFilter]] = field(factory=dict)
     edges: dict[int, list[tuple[int, Transformation]]] = field(factory=dict)
     leaves: dict[int, tuple[Node, str]] = field(factory=dict)
     dataset: list[tuple[int, Transformation]] = field(factory=list)
@@ -197,6 +200,12 @@ class Graph:
             if infers_not_null or ref.expr_id in self.inferable_key_ids:
                 self.inference_sources.add(len(self.dataset))
             self.dataset.append((ref.expr_id, Transformation(INDIRECT, subtype, text, ref.role.masking)))
+
+    def add_pushed_filters(self) -> None:
+        """The filters the leaves' scans evaluate themselves (`pushed_filters`), after the plan's
+        own: where Spark kept a filter in its plan too, its text is the one reported."""
+        for node in list(self.relations):
+            _pushed_filters(node, self)
 
     def add_leaf(self, node: Node) -> None:
         if id(node) not in self._relation_ids:
@@ -553,6 +562,26 @@ def _cte_reference(node: Node, graph: Graph) -> None:
 def _leaf(node: Node, graph: Graph) -> None:
     if node.output:
         graph.add_leaf(node)
+
+
+def _pushed_filters(node: Node, graph: Graph) -> None:
+    """FILTER on each column a filter the leaf's scan evaluates itself reads: through the leaf's
+    attribute of that column, or a column of its own when the scan does not output it. A lone
+    `x IS NOT NULL` is weak, as in a Filter node (Spark infers and pushes those too)."""
+    key = leaf_key(node)
+    pushed = graph.pushed_filters.get(key) if key is not None else None
+    if not pushed:
+        return
+    by_name = {attribute.name.lower(): attribute.expr_id for attribute in node.output}
+    for description, columns in pushed:
+        weak = len(columns) == 1 and description.upper().endswith(" IS NOT NULL")
+        for column in columns:
+            expr_id = by_name.get(column.lower())
+            if expr_id is None:
+                expr_id = by_name[column.lower()] = -1 - len(graph.leaves)  # below every Catalyst expr id
+                graph.leaves[expr_id] = (node, column)
+            (graph.weak_filters if weak else graph.inference_sources).add(len(graph.dataset))
+            graph.dataset.append((expr_id, Transformation(INDIRECT, FILTER, description)))
 
 
 def _pass_through(node: Node, graph: Graph) -> None:

@@ -24,6 +24,7 @@ from emitter.described import ListenerCall
 from emitter.listener import files, janino, jvm
 from emitter.listener.partitions import Partitions, ScannedPartitions
 from emitter.snapshots import Snapshot
+from emitter.table_events import TableEvent, committed_snapshot, with_scanned_versions
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class BatchListener:
         plan_json = ""
         if not merged:
             described = action.plan if action.plan is not None else self.dumper.describe(query_execution.optimizedPlan())
-            leaves, cached_plans, input_snapshots, plan_json = self._read_plan(described)
+            leaves, cached_plans, input_snapshots, plan_json = self._read_plan(described, action.table_events)
             if write is None and not leaves:
                 return None
             input_partitions = jvm.guarded({}, self.scanned_partitions.read, query_execution, leaves)
@@ -128,7 +129,7 @@ class BatchListener:
             write=write,
             input_snapshots=input_snapshots,
             input_partitions=input_partitions,
-            output_snapshot=None if merged else self._output_snapshot(write, written_since),
+            output_snapshot=None if merged else self._output_snapshot(write, written_since, action.table_events),
             micro_batch=micro_batch,
             wrapped_by=wrapped_by,
         )
@@ -137,12 +138,14 @@ class BatchListener:
         return evolve(capture, extraction_ms=extraction_ms)
 
     def _read_plan(
-        self, described: described_json.DescribedPlan
+        self, described: described_json.DescribedPlan, table_events: tuple[TableEvent, ...] = ()
     ) -> tuple[dict[int, RelationInfo], dict[int, str], dict[int, Snapshot], str]:
         """Every leaf relation keyed by leaf_key, the plans cached DataFrames hold, the snapshot
         of every input, and the plan's JSON, from the helper's description of the plan (plus
-        listings where Spark's file index did not already list the files)."""
+        listings where Spark's file index did not already list the files); an Iceberg table's
+        snapshot is the one the action's scans read (`table_events`)."""
         leaves, cached_plans = described_json.described_leaves(described)
+        leaves = with_scanned_versions(leaves, table_events)
         input_snapshots: dict[int, Snapshot] = {}
         by_listing: dict[tuple[Any, ...], Snapshot | None] = {}  # a table read several times is listed once
         for description in described.leaves:
@@ -167,10 +170,16 @@ class BatchListener:
                     input_snapshots[key] = snapshot
         return leaves, cached_plans, input_snapshots, described.plan_json
 
-    def _output_snapshot(self, write: WriteInfo | None, written_since: datetime) -> Snapshot | None:
-        """The write target after the write, with the partitions written since the action began."""
+    def _output_snapshot(
+        self, write: WriteInfo | None, written_since: datetime, table_events: tuple[TableEvent, ...] = ()
+    ) -> Snapshot | None:
+        """The write target after the write, with the partitions written since the action began;
+        for an Iceberg table the snapshot its commit reported, with the partitions it changed."""
         if write is None:
             return None
+        committed = committed_snapshot(write.target, table_events)
+        if committed is not None:
+            return committed
         since_ms = int(written_since.timestamp() * 1000)
         return jvm.guarded(None, files.relation_snapshot, self.gateway, self.hadoop_conf, write.target, since_ms, True)
 

@@ -7,10 +7,11 @@ each, one extraction path per fact.
 - `ActionDescriber.describe`: what the batch listener needs of one callback in one round trip:
   the plan's class, the QueryExecution id, the micro-batch tagger's tags, the write an action ran
   with its executed metrics (`java/SparkLineageWrites.java`, configured by `WriteDescriber`: the
-  one list of the write commands the emitter knows), and the plan's description when needed
-  (`java/SparkLineageActions.java`, over the dumper and the writes). The batch listener's
-  registration (`QueryListenerRegistration`) has the JVM make that description before it calls
-  the listener, and hand it over with the callback.
+  one list of the write commands the emitter knows), what Iceberg reported of its scans and
+  commits (`java/SparkLineageIceberg.java`, when Iceberg is on the classpath), and the plan's
+  description when needed (`java/SparkLineageActions.java`, over the dumper and the writes).
+  The batch listener's registration (`QueryListenerRegistration`) has the JVM make that
+  description before it calls the listener, and hand it over with the callback.
 
 Their JSON is parsed by `emitter.described` (pure). The helpers are compiled by Janino, which
 Spark ships for its own code generation (`emitter.listener.janino`); when they cannot be had
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 DUMPER_CLASS = "SparkLineagePlanDumper"
 WRITES_CLASS = "SparkLineageWrites"
 ACTIONS_CLASS = "SparkLineageActions"
+ICEBERG_CLASS = "SparkLineageIceberg"
 NAMING_KEYS = ",".join(sorted(NAMING_OPTIONS))
 
 
@@ -92,6 +94,7 @@ class ActionDescriber:
             self.helper.setHelpers(writes.helper, tagger)
             self.helper.setWrappers(",".join(sorted(wrappers)))
             self.helper.setEmitReads(emit_reads)
+            self.helper.setTableEvents(iceberg_events_recorded(gateway))
 
     @property
     def available(self) -> bool:
@@ -119,6 +122,14 @@ class ActionDescriber:
             log.warning("OpenLineage: the write %s was not described (%s)", action.write["command"], action.write["error"])
             return None
         return described_write(action.write)
+
+
+def iceberg_events_recorded(gateway: Any) -> bool:
+    """Whether Iceberg's scan and commit events are recorded for the actions' snapshots: the
+    recorder (`java/SparkLineageIceberg.java`) is registered with Iceberg's listeners once per JVM,
+    when Iceberg's runtime is on the driver's classpath."""
+    recorder = janino.optional_instance(gateway, ICEBERG_CLASS, "Iceberg tables are versioned by their current snapshot")
+    return recorder is not None and bool(recorder.install())
 
 
 REGISTRATION_CLASS = "SparkLineageListenerRegistration"  # also how a cloned session shows it holds ours

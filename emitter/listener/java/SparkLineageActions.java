@@ -3,6 +3,8 @@
 // machine is busy): describe(queryExecution, dumper) returns a JSON header line
 //   {"root": the optimized plan's class, "id": the QueryExecution's id,
 //    "tags": SparkLineageMicroBatchTags.tagsOf (absent without a tagger),
+//    "tableEvents": SparkLineageIceberg.take, what Iceberg recorded of the action's scans and
+//      commits (absent when Iceberg is not on the classpath),
 //    "write": SparkLineageWrites' description, or null when the action writes nothing}
 // and, when the listener will need them, SparkLineagePlanDumper's description of the plan on the
 // lines after it (its leaves, its JSON, the plans cached DataFrames hold): for a write that is
@@ -14,6 +16,7 @@ public class SparkLineageActions {
   Object tagger;  // a SparkLineageMicroBatchTags, or null
   java.util.Set wrappers = new java.util.HashSet();
   boolean emitReads = false;
+  boolean tableEvents = false;
 
   public void setHelpers(Object writes, Object tagger) {
     this.writes = (SparkLineageWrites) writes;
@@ -26,6 +29,9 @@ public class SparkLineageActions {
   }
 
   public void setEmitReads(boolean emitReads) { this.emitReads = emitReads; }
+
+  // whether SparkLineageIceberg records the table events of actions (it is installed)
+  public void setTableEvents(boolean tableEvents) { this.tableEvents = tableEvents; }
 
   public String describe(Object queryExecution, Object dumper) throws Exception {
     return describe(queryExecution, dumper, false);
@@ -52,6 +58,7 @@ public class SparkLineageActions {
     }
     String write = writes.describe(queryExecution, plan);
     if (write == null && capturedOnly && !emitReads) return null;
+    if (tableEvents) b.append(",\"tableEvents\":").append(SparkLineageIceberg.take(queryExecution, plan));
     b.append(",\"write\":").append(write == null ? "null" : write).append('}');
     boolean withPlan = write == null ? emitReads : !wrappers.contains(root);
     if (withPlan) b.append('\n').append(((SparkLineagePlanDumper) dumper).describeText(plan));

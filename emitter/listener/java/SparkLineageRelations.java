@@ -6,7 +6,9 @@
 //   - HiveTableRelation: its catalog table;
 //   - DataSourceV2Relation, DataSourceV2ScanRelation: the table's
 //     identifier and catalog (else its name), the location and provider properties, and an
-//     Iceberg table's current snapshot and the snapshot a time-travel read is pinned to.
+//     Iceberg table's current snapshot, the snapshot a time-travel read is pinned to and its
+//     partition fields, and the filters an Iceberg scan evaluates itself; a table a CTAS or
+//     RTAS creates by its identifier alone.
 // Of data source options only the keys the caller names are copied (naming keys, never secrets).
 // Methods that differ between Spark versions or live outside spark-sql are called by name.
 public class SparkLineageRelations {
@@ -77,17 +79,82 @@ public class SparkLineageRelations {
     b.append(",\"v2\":{");
     v2Table(b, call(inner, "table"));
     Object identifier = option(call(inner, "identifier"));
-    if (identifier != null) {
-      b.append(",\"identifier\":{\"name\":");
-      SparkLineageResult.jsonString(b, String.valueOf(call(identifier, "name")));
-      b.append(",\"namespace\":[");
-      String[] namespace = (String[]) call(identifier, "namespace");
-      for (int i = 0; i < namespace.length; i++) { if (i > 0) b.append(','); SparkLineageResult.jsonString(b, namespace[i]); }
-      b.append("]}");
-      Object catalog = option(call(inner, "catalog"));
-      if (catalog != null) { b.append(",\"catalog\":"); SparkLineageResult.jsonString(b, String.valueOf(call(catalog, "name"))); }
-    }
+    if (identifier != null) v2Identifier(b, identifier, option(call(inner, "catalog")));
+    if (inner != relation && hasMethod(relation, "scan")) icebergPushedFilters(b, call(relation, "scan"), call(inner, "table"));
     b.append('}');
+  }
+
+  // ,"pushedFilters": the filters an Iceberg scan evaluates itself, each one's text and the
+  // columns it reads. Spark drops from its plan those Iceberg evaluates completely (the ones
+  // that select whole partitions): without them a read's FILTER lineage would be lost.
+  static void icebergPushedFilters(StringBuilder b, Object scan, Object table) {
+    if (!scan.getClass().getName().startsWith("org.apache.iceberg.")) return;
+    int mark = b.length();
+    try {
+      java.util.List filters = (java.util.List) declared(scan, "filterExpressions");
+      ClassLoader loader = scan.getClass().getClassLoader();
+      Class expression = Class.forName("org.apache.iceberg.expressions.Expression", true, loader);
+      Class struct = Class.forName("org.apache.iceberg.types.Types$StructType", true, loader);
+      java.lang.reflect.Method describe = Class.forName("org.apache.iceberg.spark.Spark3Util", true, loader)
+          .getMethod("describe", new Class[] { expression });
+      java.lang.reflect.Method references = Class.forName("org.apache.iceberg.expressions.Binder", true, loader)
+          .getMethod("boundReferences", new Class[] { struct, expression, Boolean.TYPE });
+      Object schema = call(call(table, "table"), "schema");
+      java.lang.reflect.Method columnName = Class.forName("org.apache.iceberg.Schema", true, loader)
+          .getMethod("findColumnName", new Class[] { Integer.TYPE });
+      Object fields = call(schema, "asStruct");
+      b.append(",\"pushedFilters\":[");
+      for (int i = 0; i < filters.size(); i++) {
+        if (i > 0) b.append(',');
+        b.append("{\"description\":");
+        SparkLineageResult.jsonString(b, String.valueOf(describe.invoke(null, new Object[] { filters.get(i) })));
+        b.append(",\"columns\":[");
+        java.util.Iterator ids = new java.util.TreeSet((java.util.Set) references.invoke(null, new Object[] { fields, filters.get(i), Boolean.FALSE })).iterator();
+        boolean first = true;
+        while (ids.hasNext()) {
+          if (!first) b.append(',');
+          first = false;
+          SparkLineageResult.jsonString(b, String.valueOf(columnName.invoke(schema, new Object[] { ids.next() })));
+        }
+        b.append("]}");
+      }
+      b.append(']');
+    } catch (Throwable unreadable) {
+      b.setLength(mark);
+    }
+  }
+
+  // a method of `target`'s class or a superclass, whatever its visibility
+  static Object declared(Object target, String method) throws Exception {
+    for (Class type = target.getClass(); type != null; type = type.getSuperclass()) {
+      try {
+        java.lang.reflect.Method found = type.getDeclaredMethod(method, new Class[0]);
+        found.setAccessible(true);
+        return found.invoke(target, new Object[0]);
+      } catch (NoSuchMethodException notHere) {
+        // its superclass, then
+      }
+    }
+    throw new NoSuchMethodException(method);
+  }
+
+  // "v2" of a table a command creates (CTAS, RTAS: no table object yet): its catalog identifier,
+  // from the command's ResolvedIdentifier
+  static void v2Created(StringBuilder b, Object resolvedIdentifier) throws Exception {
+    b.append(",\"v2\":{\"properties\":{}");
+    v2Identifier(b, call(resolvedIdentifier, "identifier"), call(resolvedIdentifier, "catalog"));
+    b.append('}');
+  }
+
+  // ,"identifier":{"name", "namespace"} of a V2 Identifier, and ,"catalog" when known
+  static void v2Identifier(StringBuilder b, Object identifier, Object catalog) throws Exception {
+    b.append(",\"identifier\":{\"name\":");
+    SparkLineageResult.jsonString(b, String.valueOf(call(identifier, "name")));
+    b.append(",\"namespace\":[");
+    String[] namespace = (String[]) call(identifier, "namespace");
+    for (int i = 0; i < namespace.length; i++) { if (i > 0) b.append(','); SparkLineageResult.jsonString(b, namespace[i]); }
+    b.append("]}");
+    if (catalog != null) { b.append(",\"catalog\":"); SparkLineageResult.jsonString(b, String.valueOf(call(catalog, "name"))); }
   }
 
   // a V2 Table's name, the properties in V2_PROPERTIES, and an Iceberg table's pinned snapshot
@@ -112,6 +179,25 @@ public class SparkLineageRelations {
       // Iceberg's SparkTable: the snapshot a time-travel read is pinned to (null for a current read)
       Object pinned = call(table, "snapshotId");
       if (pinned != null) { b.append(",\"pinnedSnapshot\":"); SparkLineageResult.jsonString(b, pinned.toString()); }
+      icebergPartitionFields(b, table);
+    }
+  }
+
+  // ,"partitionColumns": the names of an Iceberg table's partition fields (its current spec's),
+  // which name the partitions its scans read and its commits write; nothing when unreadable
+  static void icebergPartitionFields(StringBuilder b, Object table) {
+    if (!hasMethod(table, "table")) return;
+    int mark = b.length();
+    try {
+      java.util.List fields = (java.util.List) call(call(call(table, "table"), "spec"), "fields");
+      b.append(",\"partitionColumns\":[");
+      for (int i = 0; i < fields.size(); i++) {
+        if (i > 0) b.append(',');
+        SparkLineageResult.jsonString(b, String.valueOf(call(fields.get(i), "name")));
+      }
+      b.append(']');
+    } catch (Throwable unreadable) {
+      b.setLength(mark);
     }
   }
 

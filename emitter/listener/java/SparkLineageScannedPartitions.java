@@ -1,8 +1,11 @@
 // Which partitions the file scans of an executed plan read after static partition pruning, as
-// one JSON array: [{"key": leaf key, "paths": [root paths], "directories": [partition dirs]}].
-// Only scans of partitioned HadoopFsRelations are listed. The partitions are Spark's own
-// `selectedPartitions` of each FileSourceScanExec (computed when the scan ran: no new listing),
-// which leave dynamic pruning filters out. Its type differs between Spark versions
+// one JSON array: [{"key": leaf key, "paths": [root paths], "directories": [partition dirs]}],
+// and those of Iceberg scans (BatchScanExec over Iceberg's scan) as [{"key", "partitions": [...]}],
+// each partition as SparkLineageIceberg writes one: the partitions of the tasks Iceberg planned,
+// after its own pruning. Only scans of partitioned file sources and of Iceberg tables are listed
+// (an unpartitioned Iceberg table's leaf has no partition columns: the Python side drops it). The
+// file partitions are Spark's own `selectedPartitions` of each FileSourceScanExec (computed when
+// the scan ran: no new listing), which leave dynamic pruning filters out. Its type differs between Spark versions
 // (PartitionDirectory[] on 3.5, a ScanFileListing on 4.x), so it is read by reflection: a helper
 // that does not compile would leave every helper of the compilation unit out.
 // The key is that of the optimized plan's LogicalRelation the scan was planned from (its logical
@@ -16,7 +19,11 @@ public class SparkLineageScannedPartitions {
       int mark = b.length();
       try {
         if (b.length() > 1) b.append(',');
-        scan(b, (org.apache.spark.sql.execution.FileSourceScanExec) scans.get(i));
+        if (scans.get(i) instanceof org.apache.spark.sql.execution.FileSourceScanExec) {
+          scan(b, (org.apache.spark.sql.execution.FileSourceScanExec) scans.get(i));
+        } else {
+          icebergScan(b, (org.apache.spark.sql.execution.SparkPlan) scans.get(i));
+        }
       } catch (Throwable unreadable) {
         b.setLength(mark);
       }
@@ -31,6 +38,14 @@ public class SparkLineageScannedPartitions {
     if (node instanceof org.apache.spark.sql.execution.FileSourceScanExec) {
       org.apache.spark.sql.execution.FileSourceScanExec scan = (org.apache.spark.sql.execution.FileSourceScanExec) node;
       if (!scan.relation().partitionSchema().isEmpty()) scans.add(scan);
+      return;
+    }
+    if (node.getClass().getSimpleName().equals("BatchScanExec")) {
+      try {
+        if (invoke(node, "scan").getClass().getName().startsWith("org.apache.iceberg.")) scans.add(node);
+      } catch (Exception noScan) {
+        // another V2 source
+      }
       return;
     }
     if (node instanceof org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) {
@@ -48,19 +63,31 @@ public class SparkLineageScannedPartitions {
     }
   }
 
+  // {"key", "partitions"} of a BatchScanExec over an Iceberg scan (none for an unpartitioned table,
+  // whose leaf has no partition columns: the Python side leaves it out)
+  static void icebergScan(StringBuilder b, org.apache.spark.sql.execution.SparkPlan scan) throws Exception {
+    java.util.Set partitions = SparkLineageIceberg.partitionsOfTasks((scala.collection.Seq) invoke(scan, "inputPartitions"));
+    if (partitions == null) throw new IllegalStateException("not an Iceberg scan");
+    Object key = key(scan);
+    b.append("{\"key\":").append(key == null ? "null" : key.toString());
+    SparkLineageIceberg.appendPartitions(b, partitions);
+    b.append('}');
+  }
+
+  // the key of the optimized plan's leaf a scan was planned from (its logical link), or null
+  static Object key(org.apache.spark.sql.execution.SparkPlan scan) {
+    scala.Option link = scan.logicalLink();
+    if (!link.isDefined()) return null;
+    scala.collection.Seq leaves = ((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) link.get()).collectLeaves();
+    if (leaves.size() != 1) return null;
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf = (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.head();
+    if (leaf.output().isEmpty()) return null;
+    return Long.valueOf(((org.apache.spark.sql.catalyst.expressions.Attribute) leaf.output().head()).exprId().id());
+  }
+
   static void scan(StringBuilder b, org.apache.spark.sql.execution.FileSourceScanExec scan) throws Exception {
     b.append("{\"key\":");
-    scala.Option link = scan.logicalLink();
-    Object key = null;
-    if (link.isDefined()) {
-      scala.collection.Seq leaves = ((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) link.get()).collectLeaves();
-      if (leaves.size() == 1) {
-        org.apache.spark.sql.catalyst.plans.logical.LogicalPlan leaf = (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) leaves.head();
-        if (!leaf.output().isEmpty()) {
-          key = Long.valueOf(((org.apache.spark.sql.catalyst.expressions.Attribute) leaf.output().head()).exprId().id());
-        }
-      }
-    }
+    Object key = key(scan);
     b.append(key == null ? "null" : key.toString());
     b.append(",\"paths\":[");
     scala.collection.Iterator roots = scan.relation().location().rootPaths().iterator();

@@ -6,7 +6,10 @@
 //   - catalog table commands (CTAS, saveAsTable, Hive inserts and CTAS): the catalog table
 //     (identifier, location, provider), as SparkLineageRelations describes one;
 //   - V2 writes (AppendData, OverwriteByExpression, OverwritePartitionsDynamic, ReplaceData):
-//     the V2 relation written ("v2"), its schema and columns;
+//     the V2 relation written ("v2"), its schema and columns, and "staged" when the table is a
+//     StagedTable, which only an atomic CTAS or RTAS writes (its nested data write);
+//   - V2 CTAS and RTAS (CreateTableAsSelect, ReplaceTableAsSelect; the session catalog's CTAS
+//     becomes a V1 command): the catalog identifier of the table they create, the query's schema;
 //   - SaveIntoDataSourceCommand (JDBC, Kafka, any V1 source): the source's class and the
 //     options that name a dataset.
 // A write it fails on comes back as {"command", "error"}. This is the one list of the write
@@ -18,6 +21,7 @@ public class SparkLineageWrites {
     "SaveAsV1TableCommand", "CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand"
   };
   static final String[] V2_COMMANDS = { "AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceData" };
+  static final String[] V2_CREATE_COMMANDS = { "CreateTableAsSelect", "ReplaceTableAsSelect" };
 
   String[] namingKeys = new String[0];
 
@@ -46,7 +50,8 @@ public class SparkLineageWrites {
 
   static boolean isWrite(String command) {
     return command.equals("InsertIntoHadoopFsRelationCommand") || command.equals("SaveIntoDataSourceCommand")
-        || among(command, TABLE_COMMANDS) || among(command, TABLE_DESC_COMMANDS) || among(command, V2_COMMANDS);
+        || among(command, TABLE_COMMANDS) || among(command, TABLE_DESC_COMMANDS) || among(command, V2_COMMANDS)
+        || among(command, V2_CREATE_COMMANDS);
   }
 
   void target(StringBuilder b, Object root, String command) throws Exception {
@@ -68,9 +73,18 @@ public class SparkLineageWrites {
     } else if (among(command, V2_COMMANDS)) {
       Object table = call(root, "table");
       SparkLineageRelations.v2Relation(b, table);
+      if (call(table, "table") instanceof org.apache.spark.sql.connector.catalog.StagedTable) b.append(",\"staged\":true");
       b.append(",\"mode\":");
       SparkLineageResult.jsonString(b, command.equals("AppendData") ? "Append" : "Overwrite");
       org.apache.spark.sql.types.StructType schema = (org.apache.spark.sql.types.StructType) call(table, "schema");
+      fieldNames(b, schema);
+      b.append(",\"schema\":").append(schema.json());
+    } else if (among(command, V2_CREATE_COMMANDS)) {
+      SparkLineageRelations.v2Created(b, call(root, "name"));
+      b.append(",\"mode\":");
+      boolean ignoreIfExists = command.equals("CreateTableAsSelect") && ((Boolean) call(root, "ignoreIfExists")).booleanValue();
+      SparkLineageResult.jsonString(b, command.equals("ReplaceTableAsSelect") ? "Overwrite" : ignoreIfExists ? "Ignore" : "ErrorIfExists");
+      org.apache.spark.sql.types.StructType schema = (org.apache.spark.sql.types.StructType) call(call(root, "query"), "schema");
       fieldNames(b, schema);
       b.append(",\"schema\":").append(schema.json());
     } else {  // SaveIntoDataSourceCommand

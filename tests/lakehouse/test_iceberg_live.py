@@ -1,0 +1,441 @@
+"""Apache Iceberg tables on real Spark with the emitter attached (`iceberg` fixture,
+tests/support/iceberg.py): each write command's run names its Iceberg tables by location, and its
+`snapshot` facets carry the snapshot ids Iceberg itself reports (`<table>.snapshots`) and the
+partitions Iceberg's metadata tables list (`all_entries`, `files`), hidden partitioning included.
+
+Every source table is partitioned by `days(ts)`, `bucket(4, id)` and `region`. Functions taking
+`spark` first run in the fixture's child process (`IcebergSession.call`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.iceberg import IcebergSession, completed_writes
+from tests.support.spec import assert_valid_event
+
+pytestmark = pytest.mark.spark
+
+PARTITIONED_SOURCE = "(id bigint, ts timestamp, region string) USING iceberg PARTITIONED BY (days(ts), bucket(4, id), region)"
+SOURCE_ROWS = (
+    "(1, timestamp'2024-01-01 10:00:00', 'eu'), (2, timestamp'2024-01-02 10:00:00', 'us'), "
+    "(3, timestamp'2024-01-02 23:00:00', 'eu'), (7, timestamp'2024-01-03 08:00:00', NULL)"
+)
+Edge = tuple[str, str, str, str]  # (input dataset name, input field, type, subtype)
+
+
+# in the child ----------------------------------------------------------------------------
+def _sql(spark: Any, *statements: str) -> None:
+    for statement in statements:
+        spark.sql(statement)
+
+
+def _with_overwrite_mode(spark: Any, mode: str, statement: str) -> None:
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", mode)
+    try:
+        spark.sql(statement)
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+
+
+def _writer_v2(spark: Any, source: str, target: str) -> None:
+    from pyspark.sql.functions import col, upper
+
+    eu = spark.table(source).where("region = 'eu'")
+    eu.select("id", "ts", upper("region").alias("region")).writeTo(target).using("iceberg").partitionedBy(
+        col("region")
+    ).createOrReplace()
+    spark.table(source).where("region = 'us'").writeTo(target).append()
+    eu.select("id", "ts", "region").writeTo(target).overwritePartitions()
+
+
+def _read_with_snapshot_option(spark: Any, source: str, snapshot_id: int, target: str, through_load: bool) -> None:
+    reader = spark.read.option("snapshot-id", snapshot_id)
+    frame = reader.format("iceberg").load(source) if through_load else reader.table(source)
+    frame.writeTo(target).create()
+
+
+HOLD_LISTENER_BUS = """
+public class LineageTestListenerBusHold extends org.apache.spark.scheduler.SparkListener {
+  final java.util.concurrent.CountDownLatch released = new java.util.concurrent.CountDownLatch(1);
+  public void onOtherEvent(org.apache.spark.scheduler.SparkListenerEvent event) {
+    try { released.await(120L, java.util.concurrent.TimeUnit.SECONDS); } catch (InterruptedException stop) { }
+  }
+  public void release() { released.countDown(); }
+}
+"""
+
+
+def _while_listeners_wait(spark: Any, *statements: str) -> None:
+    """Run `statements` while Spark's listener bus is held at the first SQL event, so every
+    listener (the emitter's included) hears of the first action only after the last one ran."""
+    jvm = spark.sparkContext._gateway.jvm
+    compiler = jvm.org.codehaus.janino.SimpleCompiler()
+    compiler.setParentClassLoader(jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader())
+    compiler.cook(HOLD_LISTENER_BUS)
+    hold = compiler.getClassLoader().loadClass("LineageTestListenerBusHold").newInstance()
+    context = spark.sparkContext._jsc.sc()
+    context.addSparkListener(hold)
+    try:
+        _sql(spark, *statements)
+    finally:
+        hold.release()
+        context.removeSparkListener(hold)
+
+
+# in the test -----------------------------------------------------------------------------
+def _create_source(lake: IcebergSession, table: str) -> None:
+    lake.call(_sql, f"CREATE TABLE {table} {PARTITIONED_SOURCE}", f"INSERT INTO {table} VALUES {SOURCE_ROWS}")
+
+
+def _name(lake: IcebergSession, table: str) -> str:
+    """The dataset name the emitter gives an Iceberg table: its location (namespace `file`)."""
+    return str(lake.location(table))
+
+
+def _writes(lake: IcebergSession, table: str) -> list[dict[str, Any]]:
+    """The COMPLETE events of the runs that wrote `table`, in order, each valid by the spec."""
+    runs = [run for run in completed_writes(lake.events()) if [o["name"] for o in run["outputs"]] == [_name(lake, table)]]
+    for run in runs:
+        assert_valid_event(run)
+        assert [o["namespace"] for o in run["outputs"]] == ["file"]
+    return runs
+
+
+def _input(lake: IcebergSession, run: dict[str, Any], table: str) -> dict[str, Any]:
+    [dataset] = [d for d in run["inputs"] if d["name"] == _name(lake, table)]
+    assert dataset["namespace"] == "file"
+    return dataset
+
+
+def _snapshot(dataset: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot facet's fields (its partitions in `_sorted` order), checked against the version facet."""
+    facets = dataset["facets"]
+    assert facets["version"]["datasetVersion"] == facets["snapshot"]["snapshotId"]
+    snapshot = {key: value for key, value in facets["snapshot"].items() if not key.startswith("_")}
+    if "partitions" in snapshot:
+        snapshot["partitions"] = _sorted(snapshot["partitions"])
+    return snapshot
+
+
+def _snapshots(lake: IcebergSession, table: str) -> list[dict[str, Any]]:
+    """Iceberg's snapshots of `table`, oldest first: id (as the facet writes it) and operation."""
+    return [{"id": str(row["snapshot_id"]), "operation": row["operation"]} for row in lake.snapshots(table)]
+
+
+def _partition(values: dict[str, Any]) -> dict[str, str]:
+    """A partition as the facet shows it: values as text; a null value left out (openlineage-python
+    drops null values when it serializes an event)."""
+    return {key: str(value) for key, value in values.items() if value is not None}
+
+
+def _sorted(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(partitions, key=lambda partition: json.dumps(partition, sort_keys=True))
+
+
+def _changed_partitions(lake: IcebergSession, table: str, snapshot_id: str) -> list[dict[str, str]]:
+    """The partitions Iceberg lists data files added or deleted in, by snapshot `snapshot_id`."""
+    rows = lake.sql(
+        f"SELECT DISTINCT data_file.partition AS partition FROM {table}.all_entries "
+        f"WHERE snapshot_id = {snapshot_id} AND status IN (1, 2)"
+    )
+    return _sorted([_partition(row["partition"]) for row in rows])
+
+
+def _file_partitions(lake: IcebergSession, table: str, snapshot_id: str, where: str = "TRUE") -> list[dict[str, str]]:
+    """The partitions of the data files of snapshot `snapshot_id` of `table` that match `where`."""
+    rows = lake.sql(f"SELECT DISTINCT partition FROM {table}.files VERSION AS OF {snapshot_id} WHERE {where}")
+    return _sorted([_partition(row["partition"]) for row in rows])
+
+
+def _field_edges(dataset: dict[str, Any]) -> dict[str, set[Edge]]:
+    fields = dataset["facets"]["columnLineage"]["fields"]
+    return {column: _edges(field["inputFields"]) for column, field in fields.items()}
+
+
+def _dataset_edges(dataset: dict[str, Any]) -> set[tuple[str, str, str, str, str]]:
+    """(input dataset name, field, type, subtype, description) of the dataset-level edges."""
+    return {
+        (field["name"], field["field"], transformation["type"], transformation["subtype"], transformation.get("description", ""))
+        for field in dataset["facets"]["columnLineage"].get("dataset", [])
+        for transformation in field["transformations"]
+    }
+
+
+def _filter(name: str, column: str, description: str) -> tuple[str, str, str, str, str]:
+    """A FILTER edge; the filters below select whole partitions: Iceberg evaluates them, Spark drops
+    them from its plan, and they are described as Iceberg prints them."""
+    return (name, column, "INDIRECT", "FILTER", description)
+
+
+def _edges(input_fields: list[dict[str, Any]]) -> set[Edge]:
+    return {
+        (field["name"], field["field"], transformation["type"], transformation["subtype"])
+        for field in input_fields
+        for transformation in field["transformations"]
+    }
+
+
+def _identity(name: str, *columns: str) -> dict[str, set[Edge]]:
+    return {column: {(name, column, "DIRECT", "IDENTITY")} for column in columns}
+
+
+def _job_command(run: dict[str, Any]) -> str:
+    return str(run["job"]["name"]).split(".")[1]
+
+
+# tests -----------------------------------------------------------------------------------
+def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession) -> None:
+    source, target = "lake.db.ctas_source", "lake.db.ctas_target"
+    _create_source(iceberg, source)
+    iceberg.call(
+        _sql,
+        f"CREATE TABLE {target} USING iceberg PARTITIONED BY (region) AS "
+        f"SELECT id, upper(region) AS region, ts FROM {source} WHERE region IS NOT NULL",
+    )
+
+    [run] = _writes(iceberg, target)  # the CTAS and its nested append are one run
+    assert _job_command(run) == "create_table_as_select"
+    [source_snapshot] = _snapshots(iceberg, source)
+    [target_snapshot] = _snapshots(iceberg, target)
+    [output] = run["outputs"]
+    assert _snapshot(output) == {
+        "snapshotId": target_snapshot["id"],
+        "kind": "iceberg",
+        "partitions": _changed_partitions(iceberg, target, target_snapshot["id"]),
+    }
+    assert _snapshot(output)["partitions"] == [{"region": "EU"}, {"region": "US"}]
+    assert [d["name"] for d in run["inputs"]] == [_name(iceberg, source)]
+    assert _snapshot(_input(iceberg, run, source)) == {
+        "snapshotId": source_snapshot["id"],
+        "kind": "iceberg",
+        "partitions": _file_partitions(iceberg, source, source_snapshot["id"], "partition.region IS NOT NULL"),
+    }
+    source_name = _name(iceberg, source)
+    assert _field_edges(output) == {
+        **_identity(source_name, "id", "ts"),
+        "region": {(source_name, "region", "DIRECT", "TRANSFORMATION")},
+    }
+    assert _dataset_edges(output) == {_filter(source_name, "region", "region IS NOT NULL")}
+
+    iceberg.call(_sql, f"CREATE OR REPLACE TABLE {target} USING iceberg AS SELECT id, region FROM {source} WHERE region = 'us'")
+    [_, replace] = _writes(iceberg, target)
+    assert _job_command(replace) == "replace_table_as_select"
+    [_, replaced] = _snapshots(iceberg, target)
+    assert _snapshot(replace["outputs"][0]) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": []}
+    assert _snapshot(_input(iceberg, replace, source))["snapshotId"] == source_snapshot["id"]
+    assert _field_edges(replace["outputs"][0]) == _identity(source_name, "id", "region")
+    assert _dataset_edges(replace["outputs"][0]) == {_filter(source_name, "region", "region = 'us'")}
+
+
+def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: IcebergSession) -> None:
+    source, target = "lake.db.insert_source", "lake.db.insert_target"
+    _create_source(iceberg, source)
+    iceberg.call(
+        _sql,
+        f"CREATE TABLE {target} (id bigint, region string) USING iceberg PARTITIONED BY (bucket(4, id))",
+        f"INSERT INTO {target} SELECT id * 10, region FROM {source} WHERE ts < timestamp'2024-01-02 00:00:00'",
+        # the table read is the table written: the input is the snapshot before the write
+        f"INSERT INTO {source} SELECT id + 100, ts, region FROM {source} WHERE region = 'eu'",
+    )
+
+    [first_source, second_source] = _snapshots(iceberg, source)
+    [into_target] = _writes(iceberg, target)
+    assert _job_command(into_target) == "append_data"
+    [target_snapshot] = _snapshots(iceberg, target)
+    [output] = into_target["outputs"]
+    assert _snapshot(output) == {
+        "snapshotId": target_snapshot["id"],
+        "kind": "iceberg",
+        "partitions": _changed_partitions(iceberg, target, target_snapshot["id"]),
+    }
+    days_before = "partition.ts_day < date'2024-01-02'"
+    assert _snapshot(_input(iceberg, into_target, source)) == {
+        "snapshotId": first_source["id"],
+        "kind": "iceberg",
+        "partitions": _file_partitions(iceberg, source, first_source["id"], days_before),
+    }
+    assert _snapshot(_input(iceberg, into_target, source))["partitions"] == [
+        {"id_bucket": "0", "region": "eu", "ts_day": "2024-01-01"}
+    ]
+    source_name = _name(iceberg, source)
+    assert _field_edges(output) == {
+        "id": {(source_name, "id", "DIRECT", "TRANSFORMATION")},
+        **_identity(source_name, "region"),
+    }
+    assert _dataset_edges(output) == {_filter(source_name, "ts", "ts < 1704153600000000")}  # 2024-01-02 in µs
+
+    [_, into_source] = _writes(iceberg, source)  # the first is the source's own INSERT ... VALUES
+    assert second_source["operation"] == "append"
+    assert _snapshot(_input(iceberg, into_source, source)) == {
+        "snapshotId": first_source["id"],
+        "kind": "iceberg",
+        "partitions": _file_partitions(iceberg, source, first_source["id"], "partition.region = 'eu'"),
+    }
+    assert _snapshot(into_source["outputs"][0]) == {
+        "snapshotId": second_source["id"],
+        "kind": "iceberg",
+        "partitions": _changed_partitions(iceberg, source, second_source["id"]),
+    }
+    assert _field_edges(into_source["outputs"][0]) == {
+        "id": {(source_name, "id", "DIRECT", "TRANSFORMATION")},
+        **_identity(source_name, "ts", "region"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "statement", "command"),
+    [
+        ("static", "INSERT OVERWRITE {target} PARTITION (region = 'us') SELECT id, ts FROM {source} WHERE region = 'eu'",
+         "overwrite_by_expression"),
+        ("dynamic", "INSERT OVERWRITE {target} SELECT id + 1, ts, region FROM {source} WHERE region = 'eu'",
+         "overwrite_partitions_dynamic"),
+    ],
+)  # fmt: skip
+def test_insert_overwrite_reports_the_partitions_it_replaced(
+    iceberg: IcebergSession, mode: str, statement: str, command: str
+) -> None:
+    source, target = f"lake.db.overwrite_{mode}_source", f"lake.db.overwrite_{mode}_target"
+    _create_source(iceberg, source)
+    _create_source(iceberg, target)
+    iceberg.call(_with_overwrite_mode, mode, statement.format(source=source, target=target))
+
+    [_, overwrite] = _writes(iceberg, target)
+    assert _job_command(overwrite) == command
+    [source_snapshot] = _snapshots(iceberg, source)
+    [_, replaced] = _snapshots(iceberg, target)
+    assert replaced["operation"] == "overwrite"
+    [output] = overwrite["outputs"]
+    changed = _changed_partitions(iceberg, target, replaced["id"])
+    assert _snapshot(output) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": changed}
+    # static: every 'us' file went, the 'eu' rows came in as 'us'; dynamic: the 'eu' partitions were replaced
+    expected_regions = {"us"} if mode == "static" else {"eu"}
+    assert {partition["region"] for partition in changed} == expected_regions
+    assert _snapshot(_input(iceberg, overwrite, source)) == {
+        "snapshotId": source_snapshot["id"],
+        "kind": "iceberg",
+        "partitions": _file_partitions(iceberg, source, source_snapshot["id"], "partition.region = 'eu'"),
+    }
+    source_name = _name(iceberg, source)
+    lineage = _field_edges(output)
+    assert lineage["ts"] == {(source_name, "ts", "DIRECT", "IDENTITY")}
+    assert lineage["id"] == {(source_name, "id", "DIRECT", "IDENTITY" if mode == "static" else "TRANSFORMATION")}
+    assert lineage.get("region", set()) == (set() if mode == "static" else {(source_name, "region", "DIRECT", "IDENTITY")})
+    assert _dataset_edges(output) == {_filter(source_name, "region", "region = 'eu'")}
+
+
+def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(iceberg: IcebergSession) -> None:
+    source, target = "lake.db.v2_source", "lake.db.v2_target"
+    _create_source(iceberg, source)
+    iceberg.call(_writer_v2, source, target)
+
+    runs = _writes(iceberg, target)
+    assert [_job_command(run) for run in runs] == ["replace_table_as_select", "append_data", "overwrite_partitions_dynamic"]
+    snapshots = _snapshots(iceberg, target)
+    assert [snapshot["operation"] for snapshot in snapshots] == ["overwrite", "append", "overwrite"]
+    [source_snapshot] = _snapshots(iceberg, source)
+    source_name = _name(iceberg, source)
+    regions = ["eu", "us", "eu"]
+    for run, snapshot, region in zip(runs, snapshots, regions, strict=True):
+        [output] = run["outputs"]
+        assert _snapshot(output) == {
+            "snapshotId": snapshot["id"],
+            "kind": "iceberg",
+            "partitions": _changed_partitions(iceberg, target, snapshot["id"]),
+        }
+        assert _snapshot(_input(iceberg, run, source)) == {
+            "snapshotId": source_snapshot["id"],
+            "kind": "iceberg",
+            "partitions": _file_partitions(iceberg, source, source_snapshot["id"], f"partition.region = '{region}'"),
+        }
+        assert _dataset_edges(output) == {_filter(source_name, "region", f"region = '{region}'")}
+    assert [_snapshot(run["outputs"][0])["partitions"] for run in runs] == [
+        [{"region": "EU"}],
+        [{"region": "us"}],
+        [{"region": "eu"}],
+    ]
+    created, appended, overwritten = (_field_edges(run["outputs"][0]) for run in runs)
+    assert created == {**_identity(source_name, "id", "ts"), "region": {(source_name, "region", "DIRECT", "TRANSFORMATION")}}
+    assert appended == overwritten == _identity(source_name, "id", "ts", "region")
+
+
+def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession) -> None:
+    source = "lake.db.travel_source"
+    _create_source(iceberg, source)
+    iceberg.call(_sql, f"INSERT INTO {source} VALUES (4, timestamp'2024-01-04 10:00:00', 'us')")
+    [first, second] = _snapshots(iceberg, source)
+    [first_at] = iceberg.sql(
+        f"SELECT CAST(committed_at AS STRING) AS at FROM {source}.snapshots WHERE snapshot_id = {first['id']}"
+    )
+    iceberg.call(
+        _sql,
+        f"CREATE TABLE lake.db.travel_current USING iceberg AS SELECT * FROM {source}",
+        f"CREATE TABLE lake.db.travel_version USING iceberg AS SELECT * FROM {source} VERSION AS OF {first['id']}",
+        f"CREATE TABLE lake.db.travel_timestamp USING iceberg AS SELECT * FROM {source} TIMESTAMP AS OF '{first_at['at']}'",
+    )
+    iceberg.call(_read_with_snapshot_option, source, int(first["id"]), "lake.db.travel_option", False)
+    iceberg.call(_read_with_snapshot_option, source, int(first["id"]), "lake.db.travel_load", True)
+
+    read = {
+        "lake.db.travel_current": second,
+        "lake.db.travel_version": first,
+        "lake.db.travel_timestamp": first,
+        "lake.db.travel_option": first,
+        "lake.db.travel_load": first,
+    }
+    source_name = _name(iceberg, source)
+    for target, snapshot in read.items():
+        [run] = _writes(iceberg, target)
+        assert _job_command(run) == "create_table_as_select", target
+        dataset = _input(iceberg, run, source)
+        assert _snapshot(dataset) == {
+            "snapshotId": snapshot["id"],
+            "kind": "iceberg",
+            "partitions": _file_partitions(iceberg, source, snapshot["id"]),
+        }, target
+        # the table, not the snapshot selector Iceberg reads `snapshot-id` through
+        assert [symlink["name"] for symlink in dataset["facets"]["symlinks"]["identifiers"]] == ["db.travel_source"]
+        [output] = run["outputs"]
+        [written] = _snapshots(iceberg, target)
+        assert _snapshot(output) == {"snapshotId": written["id"], "kind": "iceberg", "partitions": []}
+        assert _field_edges(output) == _identity(source_name, "id", "ts", "region"), target
+        assert _dataset_edges(output) == set(), target
+
+
+def test_a_late_listener_still_reports_what_each_action_read_and_committed(iceberg: IcebergSession) -> None:
+    """Spark's listeners hear of an action after it ended, maybe after later actions changed the
+    same tables: the ids are those Iceberg reported while the action ran, not the tables' current ones."""
+    source, target = "lake.db.late_source", "lake.db.late_target"
+    _create_source(iceberg, source)
+    iceberg.call(_sql, f"CREATE TABLE {target} {PARTITIONED_SOURCE}")
+    iceberg.call(
+        _while_listeners_wait,
+        f"INSERT INTO {target} SELECT * FROM {source} WHERE region = 'us'",
+        f"INSERT INTO {source} VALUES (5, timestamp'2024-01-05 10:00:00', 'us')",
+        f"INSERT INTO {target} VALUES (6, timestamp'2024-01-06 10:00:00', 'eu')",
+    )
+
+    [source_before, _] = _snapshots(iceberg, source)
+    [copied, inserted] = _snapshots(iceberg, target)
+    [copy, insert] = _writes(iceberg, target)
+    read_and_written = (_snapshot(_input(iceberg, copy, source))["snapshotId"], _snapshot(copy["outputs"][0])["snapshotId"])
+    assert read_and_written == (source_before["id"], copied["id"])  # not the tables' snapshots when the listener ran
+    assert _snapshot(copy["outputs"][0]) == {
+        "snapshotId": copied["id"],
+        "kind": "iceberg",
+        "partitions": _changed_partitions(iceberg, target, copied["id"]),
+    }
+    assert _snapshot(insert["outputs"][0]) == {
+        "snapshotId": inserted["id"],
+        "kind": "iceberg",
+        "partitions": [{"id_bucket": _bucket(iceberg, 6), "region": "eu", "ts_day": "2024-01-06"}],
+    }
+
+
+def _bucket(lake: IcebergSession, value: int) -> str:
+    """Iceberg's own bucket(4, value)."""
+    [row] = lake.sql(f"SELECT lake.system.bucket(4, {value}L) AS bucket")
+    return str(row["bucket"])
