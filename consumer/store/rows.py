@@ -19,6 +19,10 @@ from consumer import json_codec
 
 TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "ABORTED"})
 STATE_RANK = {"NEW": 0, "RUNNING": 1, "COMPLETED": 2, "FAILED": 2, "ABORTED": 2}
+# Of two terminal states the worse outcome wins, in whatever order they came: a run that failed did
+# not succeed because a later event of it said COMPLETE (the OpenLineage Spark agent sends a failed
+# job's FAIL, then COMPLETE when its SQL execution ends).
+TERMINAL_RANK = {"COMPLETED": 0, "ABORTED": 1, "FAILED": 2}
 
 DatasetKey = tuple[str, str]  # (namespace, name)
 JobKey = tuple[str, str]  # (namespace, name)
@@ -356,9 +360,10 @@ class Folded(NamedTuple):
 
 def next_state(state: str, ended_at: datetime | None, event_state: str, time: datetime) -> tuple[str, datetime | None]:
     """A run's (state, ended_at) after an event in state `event_state` at `time`: terminal states
-    beat NEW/RUNNING, of two terminal ones the later wins (on equal times the one applied last)."""
+    beat NEW/RUNNING, of two terminal ones the worse outcome (`TERMINAL_RANK`: FAILED, then ABORTED,
+    then COMPLETED); `ended_at` is the latest terminal event's time."""
     if event_state in TERMINAL_STATES:
-        if state not in TERMINAL_STATES or ended_at is None or time >= ended_at:
+        if state not in TERMINAL_STATES or TERMINAL_RANK[event_state] > TERMINAL_RANK[state]:
             state = event_state
         return state, max(filter(None, (ended_at, time)))
     if STATE_RANK[event_state] > STATE_RANK[state]:
