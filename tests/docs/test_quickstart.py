@@ -5,10 +5,12 @@ exports in its first block. Then Marquez Web, served by the doc's `serve --web-d
 PySpark job's lineage in a real browser; the doc's last block stops the consumer.
 
 It installs both extras into fresh virtualenvs (pip's cache makes that quick), so the emitter and
-the consumer each run from what `pip install` gave them."""
+the consumer each run from what `pip install` gave them: each holds none of the other half's
+dependencies, and both report the version pyproject.toml sets."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -28,7 +30,7 @@ from tests.support.broker import free_port
 from tests.support.browser import GRAPH_JOB_NAME_CHARS, JOB_NAME_CHARS, graph_groups, open_page, svg_labels, truncated
 from tests.support.checkout import clean_environment, repository_copy
 from tests.support.kafka_server import _started
-from tests.support.paths import PROJECT_ROOT
+from tests.support.paths import PROJECT_ROOT, PROJECT_VERSION
 
 QUICKSTART = PROJECT_ROOT / "docs" / "quickstart.md"
 SH_BLOCK = re.compile(r"^```sh\n(.*?)^```$", re.DOTALL | re.MULTILINE)
@@ -37,6 +39,8 @@ EXPORT = re.compile(r"^export (\w+)=(.*)$", re.MULTILINE)
 ADDRESSES = ("KAFKA_BOOTSTRAP_SERVERS", "LINEAGE_STORE_URL", "LINEAGE_PORT")
 SCRIPT_TIMEOUT_SECONDS = 900
 OUTPUT = "quickstart-data/revenue_by_country"
+CONSUMER_ONLY = {"fastapi", "uvicorn", "sqlalchemy", "psycopg", "alembic", "prometheus-client", "zstandard"}
+EMITTER_ONLY = {"pyspark", "openlineage-python", "py4j"}
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
 
@@ -140,6 +144,38 @@ def test_the_jobs_arrived_by_kafka_and_by_http(quickstart: dict[str, Any]) -> No
     }
     for namespace, jobs in by_namespace.items():
         assert any(job["name"].startswith("quickstart.") and job["latestRun"]["state"] == "COMPLETED" for job in jobs), namespace
+
+
+def test_each_half_installs_without_the_others_dependencies_at_the_projects_version(quickstart: dict[str, Any]) -> None:
+    assert quickstart["steps"].returncode == 0
+    emitter_side = _distributions(quickstart["checkout"] / ".venv-emitter")
+    consumer_side = _distributions(quickstart["checkout"] / ".venv-consumer")
+    assert not CONSUMER_ONLY & set(emitter_side), (
+        f"the emitter's install holds consumer dependencies: {CONSUMER_ONLY & set(emitter_side)}"
+    )
+    assert not EMITTER_ONLY & set(consumer_side), (
+        f"the consumer's install holds emitter dependencies: {EMITTER_ONLY & set(consumer_side)}"
+    )
+    assert emitter_side["spark-lineage"] == consumer_side["spark-lineage"] == PROJECT_VERSION
+    jobs = _api(quickstart["site"], "/api/v1/namespaces/default/jobs")["jobs"]
+    reported = {
+        job["latestRun"]["facets"]["processing_engine"]["openlineageAdapterVersion"]
+        for job in jobs
+        if job["name"].startswith("quickstart.")
+    }
+    assert reported == {PROJECT_VERSION}
+    consumer = quickstart["checkout"] / ".venv-consumer" / "bin" / "python"
+    usage = subprocess.run([str(consumer), "-m", "consumer", "--help"], capture_output=True, text=True, check=True).stdout
+    assert all(command in usage for command in ("serve", "ingest", "migrate", "create-topics", "replay"))
+    assert _api(quickstart["site"], "/openapi.json")["info"]["version"] == PROJECT_VERSION
+
+
+def _distributions(venv: Path) -> dict[str, str]:
+    """The distributions installed in `venv`, name → version."""
+    listed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True, check=True
+    ).stdout
+    return {item["name"].lower(): item["version"] for item in json.loads(listed)}
 
 
 def test_marquez_web_draws_the_jobs_lineage(quickstart: dict[str, Any], page: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ MARQUEZ_OPENAPI = EXTERNAL_FIXTURES / "marquez" / "openapi.yml"
 MARQUEZ_DEMO_EVENTS = EXTERNAL_FIXTURES / "marquez" / "metadata.json"
 MARQUEZ_WEB_DIST = EXTERNAL_FIXTURES / "marquez-web" / "dist"
 OPENLINEAGE_SAMPLES_DIR = EXTERNAL_FIXTURES / "openlineage-samples"
+# pyproject.toml is the one place the version is written
+PROJECT_VERSION = re.search(r'^version = "([^"]+)"', (PROJECT_ROOT / "pyproject.toml").read_text(), re.MULTILINE)[1]  # type: ignore[index]
 
 
 def third_party_events() -> list[dict[str, Any]]:
