@@ -157,4 +157,6 @@ def merge_nested(nested: Capture, wrapper: Capture) -> Capture:
         write=write,
         extraction_ms=nested.extraction_ms + wrapper.extraction_ms,
         micro_batch=nested.micro_batch or wrapper.micro_batch,
+        # a staged table's data write knows no location: a Delta CTAS's version is the wrapper's
+        output_snapshot=nested.output_snapshot or wrapper.output_snapshot,
     )

@@ -21,6 +21,7 @@ from emitter.naming import jdbc_location, kafka_uris
 from emitter.snapshots import (
     ICEBERG_PROVIDER,
     MicroBatch,
+    delta_table_version,
     distinct_partitions,
     partitions_read,
     path_of,
@@ -181,6 +182,7 @@ def _logical_relation(description: Mapping[str, Any], schema: tuple[SchemaField,
             table_location=description.get("location"),
             schema=schema,
             partition_columns=tuple(description.get("partitionColumns", ())),
+            table_version=delta_table_version(description.get("deltaVersion")),
         )
     if relation == "JDBCRelation":
         options = description.get("options") or {}

@@ -230,6 +230,11 @@ def v2_table_version(properties: Mapping[str, str], pinned_snapshot_id: str | No
     return (ICEBERG_PROVIDER, str(snapshot_id))
 
 
+def delta_table_version(version: int | None) -> tuple[str, str] | None:
+    """A Delta table's version as a relation's `table_version`: the one its file index reads."""
+    return None if version is None else ("delta", str(version))
+
+
 def latest_delta_version(log_names: Iterable[str]) -> int | None:
     """The table version a Delta log directory's file names show: its highest commit
     (`00000000000000000007.json`, or a checkpoint `...7.checkpoint.parquet` when older commits
@@ -240,6 +245,45 @@ def latest_delta_version(log_names: Iterable[str]) -> int | None:
         if name.split(".", 1)[0].isdigit() and (name.endswith(".json") or ".checkpoint" in name)
     ]
     return max(versions) if versions else None
+
+
+@attrs.frozen
+class DeltaCommit:
+    """One commit of a Delta log (`_delta_log/<version>.json`): its version, its `commitInfo`
+    timestamp (epoch ms, None when absent) and the partitions its `add`/`remove` actions of
+    data changes touched."""
+
+    version: int
+    timestamp_ms: int | None
+    partitions: tuple[dict[str, str | None], ...]
+
+
+def parse_delta_commit(version: int, text: str) -> DeltaCommit:
+    """A Delta commit file's JSON lines, by the Delta protocol (no Delta classes)."""
+    timestamp_ms: int | None = None
+    touched: list[Mapping[str, str | None]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        action = json.loads(line)
+        if "commitInfo" in action:
+            timestamp_ms = action["commitInfo"].get("timestamp")
+        for kind in ("add", "remove"):
+            change = action.get(kind)
+            if change is not None and change.get("dataChange", True):
+                touched.append(change.get("partitionValues") or {})
+    return DeltaCommit(version, timestamp_ms, distinct_partitions(touched))
+
+
+def delta_commit_snapshot(commits: Iterable[DeltaCommit], since_ms: int) -> Snapshot | None:
+    """The version a write that began at `since_ms` committed, with the partitions it touched: the
+    first commit at or after it (a later one is a later action's), else the newest commit."""
+    ordered = sorted(commits, key=lambda commit: commit.version)
+    if not ordered:
+        return None
+    after = [commit for commit in ordered if commit.timestamp_ms is not None and commit.timestamp_ms >= since_ms]
+    committed = after[0] if after else ordered[-1]
+    return Snapshot(str(committed.version), "delta", partitions=committed.partitions)
 
 
 def file_sink_log_files(log_entries: Sequence[tuple[int, str]], upto_batch: int) -> list[tuple[str, int]]:

@@ -19,7 +19,14 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 POM = Path(__file__).resolve().parent / "pom.xml"
 CACHE = PROJECT_ROOT / ".run" / "jars"
-SETS = ("kafka", "iceberg-spark-3.5", "iceberg-spark-4.1", "openlineage-spark_2.12", "openlineage-spark_2.13")
+SETS = (
+    "kafka",
+    "iceberg-spark-3.5",
+    "iceberg-spark-4.1",
+    "delta-spark-3.5",
+    "openlineage-spark_2.12",
+    "openlineage-spark_2.13",
+)
 
 
 class JarsUnavailable(RuntimeError):

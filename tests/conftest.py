@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.support.spec",
     "tests.support.spark",
     "tests.support.iceberg",
+    "tests.support.delta",
     "tests.support.kafka_server",
     "tests.support.databases",
     "tests.support.browser",

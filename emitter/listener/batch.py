@@ -129,7 +129,9 @@ class BatchListener:
             write=write,
             input_snapshots=input_snapshots,
             input_partitions=input_partitions,
-            output_snapshot=None if merged else self._output_snapshot(write, written_since, action.table_events),
+            output_snapshot=None
+            if merged and not _is_delta(write)
+            else self._output_snapshot(write, written_since, action.table_events),
             micro_batch=micro_batch,
             wrapped_by=wrapped_by,
         )
@@ -150,7 +152,12 @@ class BatchListener:
         by_listing: dict[tuple[Any, ...], Snapshot | None] = {}  # a table read several times is listed once
         for description in described.leaves:
             key = description.get("key")
-            if key in leaves and key not in input_snapshots and description.get("relation") == "HadoopFsRelation":
+            if (
+                key in leaves
+                and key not in input_snapshots
+                and leaves[key].table_version is None  # a Delta read: the version its file index read
+                and description.get("relation") == "HadoopFsRelation"
+            ):
                 listing = (
                     description.get("location") if description.get("table") else None,
                     tuple(description.get("paths", ())),
@@ -191,6 +198,12 @@ class BatchListener:
         node_name, _, description = str(tags or "").partition("\0")
         wrapper = node_name.rsplit(" ", 1)[-1] if node_name else None
         return wrapper, described_json.parse_batch_description(description) if description else None
+
+
+def _is_delta(write: WriteInfo | None) -> bool:
+    """Whether a write's target is a Delta table: a merged wrapper's own snapshot is then read (its
+    log, cheap), as the data write of a Delta CTAS into a staged table knows no location."""
+    return write is not None and (write.target.format or "").lower() == "delta"
 
 
 def _error_text(exception: Any, gateway: Any) -> tuple[str, str | None]:

@@ -24,12 +24,15 @@ from emitter.described import location_of, parse_listing
 from emitter.listener import janino
 from emitter.listener import jvm as jvm_helpers
 from emitter.snapshots import (
+    DeltaCommit,
     Snapshot,
     content_snapshot,
     data_files,
+    delta_commit_snapshot,
     file_sink_batch_snapshot,
     is_hidden_name,
     latest_delta_version,
+    parse_delta_commit,
     path_of,
     table_version_snapshot,
 )
@@ -40,6 +43,7 @@ LOCAL_SCHEMES = frozenset({"", "file"})
 # A listing longer than this is not worth a snapshot id (bounds the cost on huge tables).
 MAX_LISTED_FILES = 1_000_000
 DELTA_LOG_DIR = "_delta_log"
+DELTA_COMMITS_READ = 16  # the newest commits a write's own is looked for among
 SINK_LOG_DIR = "_spark_metadata"
 
 LISTING_CLASS = "SparkLineageFileListing"
@@ -189,7 +193,7 @@ def relation_snapshot(
     if location is None:
         return None
     if (relation.format or "").lower() == "delta" or _is_local_delta(location):
-        return delta_log_snapshot(location)
+        return delta_log_snapshot(location, written_since_ms if is_output else None)
     return location_snapshot(gateway, hadoop_conf, location, written_since_ms, with_partitions=is_output)
 
 
@@ -197,14 +201,32 @@ def _is_local_delta(location: str) -> bool:
     return urlsplit(location).scheme.lower() in LOCAL_SCHEMES and os.path.isdir(os.path.join(path_of(location), DELTA_LOG_DIR))
 
 
-def delta_log_snapshot(location: str) -> Snapshot | None:
-    """A local Delta table's version: the highest commit number in `_delta_log` (the Delta
-    protocol's table version), read from the log without Delta's classes."""
+def delta_log_snapshot(location: str, written_since_ms: int | None = None) -> Snapshot | None:
+    """A local Delta table's version, read from its log by the Delta protocol (no Delta classes):
+    the highest commit number in `_delta_log`; for a write that began at `written_since_ms`, the
+    commit it made among the newest DELTA_COMMITS_READ, with the partitions that commit touched."""
     if urlsplit(location).scheme.lower() not in LOCAL_SCHEMES:
         return None
+    log_dir = os.path.join(path_of(location), DELTA_LOG_DIR)
     try:
-        names = os.listdir(os.path.join(path_of(location), DELTA_LOG_DIR))
+        names = os.listdir(log_dir)
     except FileNotFoundError:
         return None
     version = latest_delta_version(names)
-    return table_version_snapshot("delta", version) if version is not None else None
+    if version is None:
+        return None
+    if written_since_ms is None:
+        return table_version_snapshot("delta", version)
+    return delta_commit_snapshot(_delta_commits(log_dir, version), written_since_ms)
+
+
+def _delta_commits(log_dir: str, latest: int) -> list[DeltaCommit]:
+    """The newest commits up to `latest` whose files are still there (parsed)."""
+    commits = []
+    for version in range(max(0, latest - DELTA_COMMITS_READ + 1), latest + 1):
+        try:
+            with open(os.path.join(log_dir, f"{version:020d}.json"), encoding="utf-8") as commit:
+                commits.append(parse_delta_commit(version, commit.read()))
+        except FileNotFoundError:
+            continue
+    return commits

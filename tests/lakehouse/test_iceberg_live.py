@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.iceberg import IcebergSession, completed_writes
+from tests.support.iceberg import IcebergSession
+from tests.support.lakehouse import completed_writes
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark

@@ -119,6 +119,33 @@ def test_latest_delta_version_is_the_highest_commit_of_the_log() -> None:
     assert snapshots.table_version_snapshot("delta", 11) == snapshots.Snapshot("11", "delta")
 
 
+def _delta_commit_text(timestamp_ms: int, *changes: tuple[str, dict[str, str | None], bool]) -> str:
+    lines = [{"commitInfo": {"timestamp": timestamp_ms, "operation": "WRITE"}}]
+    lines += [
+        {kind: {"path": "f.parquet", "partitionValues": values, "dataChange": data_change}}
+        for kind, values, data_change in changes
+    ]
+    return "\n".join(json.dumps(line) for line in lines) + "\n"
+
+
+def test_a_delta_write_is_versioned_by_the_first_commit_since_it_began_with_the_partitions_it_touched() -> None:
+    commits = [
+        snapshots.parse_delta_commit(4, _delta_commit_text(1_000, ("add", {"dt": "a"}, True))),
+        snapshots.parse_delta_commit(
+            5, _delta_commit_text(2_000, ("add", {"dt": "b"}, True), ("remove", {"dt": "c"}, True), ("add", {"dt": "z"}, False))
+        ),
+        snapshots.parse_delta_commit(6, _delta_commit_text(3_000, ("add", {"dt": None}, True))),  # a later action's
+    ]
+    assert snapshots.delta_commit_snapshot(commits, since_ms=1_500) == snapshots.Snapshot(
+        "5", "delta", partitions=({"dt": "b"}, {"dt": "c"})
+    )
+    # nothing committed since (a write that changed nothing): the table's newest version
+    assert snapshots.delta_commit_snapshot(commits, since_ms=9_000) == snapshots.Snapshot(
+        "6", "delta", partitions=({"dt": None},)
+    )
+    assert snapshots.delta_commit_snapshot([], since_ms=0) is None
+
+
 def _event_with(dataset_facets: dict[str, Any], run_facets: dict[str, Any]) -> dict[str, Any]:
     return {
         "eventType": "RUNNING",

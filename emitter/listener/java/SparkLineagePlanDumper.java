@@ -46,6 +46,7 @@ public class SparkLineagePlanDumper {
       plans.add(current);
       scala.collection.Iterator subqueries = current.subqueriesAll().iterator();
       while (subqueries.hasNext()) { plans.add(subqueries.next()); }
+      commandQueries(current, plans);
       for (int p = 0; p < plans.size(); p++) {
         scala.collection.Iterator leaves = ((org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plans.get(p)).collectLeaves().iterator();
         while (leaves.hasNext()) {
@@ -94,6 +95,17 @@ public class SparkLineagePlanDumper {
       b.append(",\"error\":");
       SparkLineageResult.jsonString(b, String.valueOf(error));
       b.append('}');
+    }
+  }
+
+  // the query a leaf command holds outside its children (SaveIntoDataSourceCommand's: a
+  // `format(...).save()` through a data source such as Delta), whose leaves it reads
+  static void commandQueries(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, java.util.List plans) {
+    if (!(plan instanceof org.apache.spark.sql.execution.command.RunnableCommand) || !plan.children().isEmpty()) return;
+    scala.collection.Iterator inner = plan.innerChildren().iterator();
+    while (inner.hasNext()) {
+      Object child = inner.next();
+      if (child instanceof org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plans.add(child);
     }
   }
 

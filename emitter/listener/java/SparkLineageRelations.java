@@ -1,23 +1,26 @@
 // How the helpers describe a relation, as JSON fields appended to an open object, parsed by
 // emitter/described.py. One method per relation kind the emitter names datasets of:
 //   - LogicalRelation: the relation's class, and per relation: HadoopFsRelation (root paths,
-//     format, partition columns), JDBCRelation (the options that name a dataset); its catalog
+//     format, partition columns, the version a Delta table's file index reads), JDBCRelation (the options that name a dataset); its catalog
 //     table (identifier, location, provider) when it has one;
 //   - HiveTableRelation: its catalog table;
 //   - DataSourceV2Relation, DataSourceV2ScanRelation: the table's
 //     identifier and catalog (else its name), the location and provider properties, and an
 //     Iceberg table's current snapshot, the snapshot a time-travel read is pinned to and its
 //     partition fields, and the filters an Iceberg scan evaluates itself; a table a CTAS or
-//     RTAS creates by its identifier alone.
+//     RTAS creates by its identifier alone (a Delta table also by its properties, loaded).
 // Of data source options only the keys the caller names are copied (naming keys, never secrets).
 // Methods that differ between Spark versions or live outside spark-sql are called by name.
 public class SparkLineageRelations {
+  static final String DELTA_PACKAGE = "org.apache.spark.sql.delta.";
   static final String[] V2_PROPERTIES = { "location", "provider", "current-snapshot-id" };
 
   static void logicalRelation(StringBuilder b, org.apache.spark.sql.execution.datasources.LogicalRelation logical, String[] namingKeys)
       throws Exception {
     Object relation = logical.relation();
-    String relationClass = relation.getClass().getSimpleName();
+    // Delta's relation of a catalog table is an anonymous subclass of HadoopFsRelation (no simple name)
+    String relationClass = relation instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation
+        ? "HadoopFsRelation" : relation.getClass().getSimpleName();
     b.append(",\"relation\":");
     SparkLineageResult.jsonString(b, relationClass);
     if (relation instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
@@ -36,11 +39,27 @@ public class SparkLineageRelations {
         SparkLineageResult.jsonString(b, partitionColumns[i]);
       }
       b.append(']');
+      deltaVersion(b, fs.location());
     } else if (relationClass.equals("JDBCRelation")) {
       options(b, call(call(relation, "jdbcOptions"), "parameters"), namingKeys);
     }
     scala.Option catalogTable = logical.catalogTable();
     if (catalogTable.isDefined()) catalogTable(b, catalogTable.get());
+  }
+
+  // "deltaVersion": the table version a Delta file index reads, called by name (no Delta classes
+  // here): a scan's prepared index, its snapshot's; an index not yet prepared (a write's query as
+  // the command holds it), the snapshot it was analyzed on (a time-travel read's pinned one), never
+  // its `version()`, which is the table's latest by the time the listener asks
+  static void deltaVersion(StringBuilder b, Object index) {
+    if (!index.getClass().getName().startsWith(DELTA_PACKAGE)) return;
+    try {
+      Object snapshot = hasMethod(index, "snapshotAtAnalysis") ? call(index, "snapshotAtAnalysis") : index;
+      long version = ((Number) call(snapshot, "version")).longValue();
+      b.append(",\"deltaVersion\":").append(version);
+    } catch (Exception noVersion) {
+      // another Delta index (or release) without it: the version is then read off the log
+    }
   }
 
   // "table" (identifier), "location" and "provider" of a CatalogTable
@@ -138,12 +157,29 @@ public class SparkLineageRelations {
     throw new NoSuchMethodException(method);
   }
 
-  // "v2" of a table a command creates (CTAS, RTAS: no table object yet): its catalog identifier,
-  // from the command's ResolvedIdentifier
+  // "v2" of a table a command creates (CTAS, RTAS: no table object in the plan): its catalog
+  // identifier, from the command's ResolvedIdentifier; a Delta table's name and properties (its
+  // location) as its catalog loads it once the command ran
   static void v2Created(StringBuilder b, Object resolvedIdentifier) throws Exception {
-    b.append(",\"v2\":{\"properties\":{}");
-    v2Identifier(b, call(resolvedIdentifier, "identifier"), call(resolvedIdentifier, "catalog"));
+    Object identifier = call(resolvedIdentifier, "identifier");
+    Object catalog = call(resolvedIdentifier, "catalog");
+    Object created = createdDeltaTable(catalog, identifier);
+    b.append(",\"v2\":{");
+    if (created != null) v2Table(b, created); else b.append("\"properties\":{}");
+    v2Identifier(b, identifier, catalog);
     b.append('}');
+  }
+
+  // the Delta table a CTAS or RTAS created, else null (another format, or the command failed)
+  static Object createdDeltaTable(Object catalog, Object identifier) {
+    if (!(catalog instanceof org.apache.spark.sql.connector.catalog.TableCatalog)) return null;
+    try {
+      Object table = ((org.apache.spark.sql.connector.catalog.TableCatalog) catalog)
+          .loadTable((org.apache.spark.sql.connector.catalog.Identifier) identifier);
+      return table.getClass().getName().startsWith(DELTA_PACKAGE) ? table : null;
+    } catch (Exception notLoaded) {
+      return null;
+    }
   }
 
   // ,"identifier":{"name", "namespace"} of a V2 Identifier, and ,"catalog" when known

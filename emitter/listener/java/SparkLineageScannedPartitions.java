@@ -9,7 +9,9 @@
 // (PartitionDirectory[] on 3.5, a ScanFileListing on 4.x), so it is read by reflection: a helper
 // that does not compile would leave every helper of the compilation unit out.
 // The key is that of the optimized plan's LogicalRelation the scan was planned from (its logical
-// link), so the Python side can tell which input it belongs to.
+// link), so the Python side can tell which input it belongs to. A Delta table a write command's
+// query reads has no scan in the command's executed plan: its partitions are the ones Delta's own
+// file index lists for the partition filters above it (`deltaReads`).
 public class SparkLineageScannedPartitions {
   public String of(org.apache.spark.sql.execution.QueryExecution queryExecution) throws Exception {
     java.util.List scans = new java.util.ArrayList();
@@ -28,7 +30,84 @@ public class SparkLineageScannedPartitions {
         b.setLength(mark);
       }
     }
+    java.util.Set scannedKeys = new java.util.HashSet();
+    for (int i = 0; i < scans.size(); i++) scannedKeys.add(key((org.apache.spark.sql.execution.SparkPlan) scans.get(i)));
+    deltaReads(b, queryExecution.optimizedPlan(), null, scannedKeys);
     return SparkLineageResult.of(b.append(']').toString());
+  }
+
+  // Delta reads the executed plan has no scan of (a Delta write command plans its query itself):
+  // {"key", "paths", "directories"} of the partitions Delta's file index lists for the partition
+  // filters right above the relation: a time-travel read's pinned version, else the table's latest
+  // (Delta's index lists that one: a partition the same action's write created can be among them)
+  static void deltaReads(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan,
+      org.apache.spark.sql.catalyst.plans.logical.LogicalPlan parent, java.util.Set scannedKeys) {
+    if (plan instanceof org.apache.spark.sql.execution.datasources.LogicalRelation) {
+      int mark = b.length();
+      try {
+        deltaRead(b, (org.apache.spark.sql.execution.datasources.LogicalRelation) plan, parent, scannedKeys);
+      } catch (Throwable unreadable) {
+        b.setLength(mark);
+      }
+      return;
+    }
+    scala.collection.Iterator children = plan.children().iterator();
+    while (children.hasNext()) deltaReads(b, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) children.next(), plan, scannedKeys);
+    scala.collection.Iterator inner = plan.innerChildren().iterator();  // a command's query (SaveIntoDataSourceCommand)
+    while (inner.hasNext()) {
+      Object child = inner.next();
+      if (child instanceof org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) {
+        deltaReads(b, (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) child, plan, scannedKeys);
+      }
+    }
+  }
+
+  static void deltaRead(StringBuilder b, org.apache.spark.sql.execution.datasources.LogicalRelation leaf,
+      org.apache.spark.sql.catalyst.plans.logical.LogicalPlan parent, java.util.Set scannedKeys) throws Exception {
+    if (!(leaf.relation() instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation)) return;
+    org.apache.spark.sql.execution.datasources.HadoopFsRelation fs = (org.apache.spark.sql.execution.datasources.HadoopFsRelation) leaf.relation();
+    Object index = fs.location();
+    if (!index.getClass().getName().startsWith(SparkLineageRelations.DELTA_PACKAGE) || fs.partitionSchema().isEmpty()) return;
+    Long key = SparkLineagePlanDumper.key(leaf);
+    if (key == null || scannedKeys.contains(key)) return;
+    java.util.List filters = new java.util.ArrayList();
+    if (parent instanceof org.apache.spark.sql.catalyst.plans.logical.Filter) {
+      partitionConjuncts(((org.apache.spark.sql.catalyst.plans.logical.Filter) parent).condition(), fs.partitionSchema().fieldNames(), filters);
+    }
+    java.util.Set directories = new java.util.LinkedHashSet();
+    Object listing = listFiles(index, scala.collection.JavaConverters.asScalaBuffer(filters).toList());
+    directoriesOf(scala.collection.JavaConverters.asJavaIterator(iterator(listing)), directories);
+    if (b.length() > 1) b.append(',');
+    fileScan(b, key, fs.location(), directories);
+  }
+
+  // the conjuncts of `condition` that read partition columns only
+  static void partitionConjuncts(org.apache.spark.sql.catalyst.expressions.Expression condition, String[] partitionColumns, java.util.List found) {
+    if (condition instanceof org.apache.spark.sql.catalyst.expressions.And) {
+      org.apache.spark.sql.catalyst.expressions.And and = (org.apache.spark.sql.catalyst.expressions.And) condition;
+      partitionConjuncts(and.left(), partitionColumns, found);
+      partitionConjuncts(and.right(), partitionColumns, found);
+      return;
+    }
+    scala.collection.Iterator references = condition.references().iterator();
+    if (!references.hasNext()) return;
+    while (references.hasNext()) {
+      String name = ((org.apache.spark.sql.catalyst.expressions.Attribute) references.next()).name();
+      boolean partition = false;
+      for (int i = 0; i < partitionColumns.length; i++) partition |= partitionColumns[i].equalsIgnoreCase(name);
+      if (!partition) return;
+    }
+    found.add(condition);
+  }
+
+  static Object listFiles(Object index, Object partitionFilters) throws Exception {
+    java.lang.reflect.Method[] methods = index.getClass().getMethods();
+    for (int i = 0; i < methods.length; i++) {
+      if (methods[i].getName().equals("listFiles") && methods[i].getParameterTypes().length == 2) {
+        return methods[i].invoke(index, new Object[] { partitionFilters, scala.collection.immutable.Nil$.MODULE$ });
+      }
+    }
+    throw new NoSuchMethodException("listFiles");
   }
 
   // every FileSourceScanExec of the plan, through adaptive plans, query stages and subqueries
@@ -86,11 +165,16 @@ public class SparkLineageScannedPartitions {
   }
 
   static void scan(StringBuilder b, org.apache.spark.sql.execution.FileSourceScanExec scan) throws Exception {
-    b.append("{\"key\":");
-    Object key = key(scan);
-    b.append(key == null ? "null" : key.toString());
+    java.util.Set directories = new java.util.LinkedHashSet();
+    partitionDirectories(invoke(scan, "selectedPartitions"), directories);
+    fileScan(b, key(scan), scan.relation().location(), directories);
+  }
+
+  // {"key", "paths": the index's root paths, "directories"} of one scan of a file source
+  static void fileScan(StringBuilder b, Object key, org.apache.spark.sql.execution.datasources.FileIndex index, java.util.Set directories) {
+    b.append("{\"key\":").append(key == null ? "null" : key.toString());
     b.append(",\"paths\":[");
-    scala.collection.Iterator roots = scan.relation().location().rootPaths().iterator();
+    scala.collection.Iterator roots = index.rootPaths().iterator();
     boolean first = true;
     while (roots.hasNext()) {
       if (!first) b.append(',');
@@ -98,8 +182,6 @@ public class SparkLineageScannedPartitions {
       SparkLineageResult.jsonString(b, String.valueOf(roots.next()));
     }
     b.append("],\"directories\":[");
-    java.util.Set directories = new java.util.LinkedHashSet();
-    partitionDirectories(invoke(scan, "selectedPartitions"), directories);
     java.util.Iterator each = directories.iterator();
     first = true;
     while (each.hasNext()) {
@@ -122,6 +204,11 @@ public class SparkLineageScannedPartitions {
       while (listing.hasNext()) all.add(listing.next());
       partitions = all.iterator();
     }
+    directoriesOf(partitions, directories);
+  }
+
+  // the parent directory of each partition's first file (a PartitionDirectory's)
+  static void directoriesOf(java.util.Iterator partitions, java.util.Set directories) throws Exception {
     while (partitions.hasNext()) {
       scala.collection.Iterator files = iterator(invoke(partitions.next(), "files"));
       if (!files.hasNext()) continue;

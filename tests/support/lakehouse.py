@@ -1,0 +1,121 @@
+"""A real Spark session with a table format's jars, in a child process, for the live lakehouse tests.
+
+A table format's jars must be on the driver's classpath when its JVM starts (`spark.jars`), and a
+pytest process may already run another session's JVM (the shared `spark` fixture of
+`tests.support.spark`): so such a session lives in a child process of its own (`ChildSession`), one
+per test module. The child's session has the given jars and Spark settings and the emitter attached,
+writing its events to a JSON-lines file the test reads (`ChildSession.events`). Test code runs in
+the child through `ChildSession.call(function, *args)`: `function(spark, *args)`, a module-level
+function (it is pickled by name), returns plain data. `tests.support.iceberg` and
+`tests.support.delta` build their fixtures on it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import traceback
+from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from tests.support.spark import read_events, spark_builder
+
+CALL_TIMEOUT_S = 600
+_session: Any = None  # the child's SparkSession (set by _start_session in the child only)
+
+
+def spark_minor_and_scala() -> tuple[str, str]:
+    """(Spark's `major.minor`, its Scala binary version) of the installed PySpark, from its jars."""
+    import pyspark
+
+    [core] = (Path(pyspark.__file__).parent / "jars").glob("spark-core_*.jar")
+    found = re.fullmatch(r"spark-core_(\d+\.\d+)-(\d+\.\d+)\.\d+.*\.jar", core.name)
+    if found is None:
+        raise RuntimeError(f"unexpected Spark core jar name {core.name}")
+    return found.group(2), found.group(1)
+
+
+def _start_session(app_name: str, classpath: str, conf: Mapping[str, str], work: str, events_path: str) -> None:
+    """In the child: the session, with the emitter attached (events to `events_path`)."""
+    import os
+    import sys
+
+    global _session  # the child's one session, made once by the pool's initializer
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import emitter
+
+    builder = spark_builder(app_name, Path(work) / "spark-warehouse").config("spark.jars", classpath.replace(":", ","))
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    _session = builder.getOrCreate()
+    _session.sparkContext.setLogLevel("ERROR")
+    transport = {"type": "file", "log_file_path": events_path, "append": True}
+    if emitter.attach(_session, {"transport": transport}) is None:
+        raise RuntimeError(f"the emitter did not attach to the {app_name} session")
+
+
+class ChildError(RuntimeError):
+    """What a call raised in the child (Spark's exceptions do not pickle), with its traceback."""
+
+
+def _call(function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    try:
+        return function(_session, *args)
+    except Exception as error:
+        raise ChildError(traceback.format_exc()) from error
+
+
+def _sql(spark: Any, query: str) -> list[dict[str, Any]]:
+    return [row.asDict(recursive=True) for row in spark.sql(query).collect()]
+
+
+def _settle(spark: Any) -> None:
+    import emitter
+
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(30_000)
+    if not emitter.settle():
+        raise RuntimeError("the emitter's pipeline did not settle")
+
+
+def _stop(spark: Any) -> None:
+    spark.stop()
+
+
+class ChildSession:
+    """A child process's Spark session (jars `classpath`, settings `conf`), driven from the test."""
+
+    def __init__(self, app_name: str, classpath: str, conf: Mapping[str, str], work: Path) -> None:
+        self.work = work
+        self.events_path = work / "events.jsonl"
+        self._pool = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_session,
+            initargs=(app_name, classpath, dict(conf), str(work), str(self.events_path)),
+        )
+
+    def call(self, function: Callable[..., Any], *args: Any) -> Any:
+        """`function(spark, *args)` in the child; its result (plain data)."""
+        return self._pool.submit(_call, function, args).result(timeout=CALL_TIMEOUT_S)
+
+    def sql(self, query: str) -> list[dict[str, Any]]:
+        """The rows of a query, as dicts."""
+        return list(self.call(_sql, query))
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every event the emitter has emitted so far (the child's Spark listeners drained first)."""
+        self.call(_settle)
+        return read_events(self.events_path)
+
+    def close(self) -> None:
+        try:
+            self.call(_stop)
+        finally:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def completed_writes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The COMPLETE events of runs that wrote something, in the order they were emitted."""
+    return [event for event in events if event["eventType"] == "COMPLETE" and event["outputs"]]
