@@ -9,13 +9,12 @@ the session catalog). Functions taking `spark` first run in the fixture's child 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from tests.support.delta import DeltaSession
-from tests.support.lakehouse import completed_writes
+from tests.support.lakehouse import completed_writes, snapshot_fields
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -71,16 +70,6 @@ def _input(run: dict[str, Any], name: str) -> dict[str, Any]:
     return dataset
 
 
-def _snapshot(dataset: dict[str, Any]) -> dict[str, Any]:
-    """The snapshot facet's fields (partitions sorted), checked against the version facet."""
-    facets = dataset["facets"]
-    assert facets["version"]["datasetVersion"] == facets["snapshot"]["snapshotId"]
-    snapshot = {key: value for key, value in facets["snapshot"].items() if not key.startswith("_")}
-    if "partitions" in snapshot:
-        snapshot["partitions"] = sorted(snapshot["partitions"], key=lambda partition: json.dumps(partition, sort_keys=True))
-    return snapshot
-
-
 def _versions(lake: DeltaSession, table: str) -> list[dict[str, Any]]:
     """Delta's history of `table` (a name or delta.`path`), oldest first: version (as the facet
     writes it), operation and its parameters."""
@@ -110,7 +99,7 @@ def test_path_table_writes_report_the_versions_they_committed_and_the_partitions
     history = _versions(delta, f"delta.`{path}`")
     assert [commit["operation"] for commit in history] == ["WRITE", "WRITE", "WRITE"]
     runs = _writes(delta, _path_name(path))
-    assert [_snapshot(run["outputs"][0]) for run in runs] == [
+    assert [snapshot_fields(run["outputs"][0]) for run in runs] == [
         {"snapshotId": history[0]["version"], "kind": "delta", "partitions": [{"part": "0"}, {"part": "1"}]},
         {"snapshotId": history[1]["version"], "kind": "delta", "partitions": [{"part": "1"}]},
         {"snapshotId": history[2]["version"], "kind": "delta", "partitions": [{"part": "0"}]},
@@ -128,12 +117,12 @@ def test_a_path_read_pinned_with_version_as_of_reports_that_version(delta: Delta
     [target_commit] = _versions(delta, f"delta.`{target}`")
     source_commits = _versions(delta, f"delta.`{source}`")
     assert len(source_commits) == 3  # the read is pinned to an older version than the latest
-    assert _snapshot(run["outputs"][0]) == {
+    assert snapshot_fields(run["outputs"][0]) == {
         "snapshotId": target_commit["version"],
         "kind": "delta",
         "partitions": [{"part": "1"}],
     }
-    assert _snapshot(_input(run, _path_name(source))) == {
+    assert snapshot_fields(_input(run, _path_name(source))) == {
         "snapshotId": source_commits[version]["version"],
         "kind": "delta",
         "partitions": [{"part": "1"}],
@@ -163,12 +152,12 @@ def test_catalog_tables_ctas_insert_select_of_itself_and_insert_overwrite_of_a_p
 
     [ctas, overwrite] = _writes(delta, target_name)
     assert str(ctas["job"]["name"]).split(".")[1] == "create_table_as_select"
-    assert _snapshot(ctas["outputs"][0]) == {
+    assert snapshot_fields(ctas["outputs"][0]) == {
         "snapshotId": target_commits[0]["version"],
         "kind": "delta",
         "partitions": [{"region": "EU"}],
     }
-    assert _snapshot(_input(ctas, source_name)) == {
+    assert snapshot_fields(_input(ctas, source_name)) == {
         "snapshotId": source_commits[0]["version"],
         "kind": "delta",
         "partitions": [{"region": "eu"}],
@@ -179,12 +168,12 @@ def test_catalog_tables_ctas_insert_select_of_itself_and_insert_overwrite_of_a_p
     }
 
     [_, insert] = _writes(delta, source_name)  # the first is the source's own CTAS, from range()
-    assert _snapshot(insert["outputs"][0]) == {
+    assert snapshot_fields(insert["outputs"][0]) == {
         "snapshotId": source_commits[1]["version"],
         "kind": "delta",
         "partitions": [{"region": "us"}],
     }
-    assert _snapshot(_input(insert, source_name)) == {
+    assert snapshot_fields(_input(insert, source_name)) == {
         "snapshotId": source_commits[0]["version"],
         "kind": "delta",
         "partitions": [{"region": "us"}],
@@ -195,12 +184,12 @@ def test_catalog_tables_ctas_insert_select_of_itself_and_insert_overwrite_of_a_p
     }
 
     assert target_commits[1]["parameters"]["mode"] == "Overwrite"
-    assert _snapshot(overwrite["outputs"][0]) == {
+    assert snapshot_fields(overwrite["outputs"][0]) == {
         "snapshotId": target_commits[1]["version"],
         "kind": "delta",
         "partitions": [{"region": "US"}],
     }
-    assert _snapshot(_input(overwrite, source_name)) == {
+    assert snapshot_fields(_input(overwrite, source_name)) == {
         "snapshotId": source_commits[1]["version"],
         "kind": "delta",
         "partitions": [{"region": "us"}],
@@ -226,9 +215,9 @@ def test_a_catalog_table_read_with_time_travel_reports_the_version_it_read(delta
     [run] = _writes(delta, _table_name(delta, target))
     assert latest["version"] != first["version"]
     [target_commit] = _versions(delta, target)
-    assert _snapshot(run["outputs"][0]) == {"snapshotId": target_commit["version"], "kind": "delta", "partitions": []}
-    assert _snapshot(_input(run, source_name))["snapshotId"] == first["version"]
-    assert _snapshot(_input(run, source_name))["kind"] == "delta"
+    assert snapshot_fields(run["outputs"][0]) == {"snapshotId": target_commit["version"], "kind": "delta", "partitions": []}
+    assert snapshot_fields(_input(run, source_name))["snapshotId"] == first["version"]
+    assert snapshot_fields(_input(run, source_name))["kind"] == "delta"
     assert _field_edges(run["outputs"][0]) == {
         "id": {(source_name, "id", "DIRECT", "IDENTITY")},
         "label": {(source_name, "label", "DIRECT", "IDENTITY")},

@@ -9,13 +9,12 @@ Every source table is partitioned by `days(ts)`, `bucket(4, id)` and `region`. F
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from tests.support.iceberg import IcebergSession
-from tests.support.lakehouse import completed_writes
+from tests.support.lakehouse import completed_writes, snapshot_fields, sorted_partitions
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -112,16 +111,6 @@ def _input(lake: IcebergSession, run: dict[str, Any], table: str) -> dict[str, A
     return dataset
 
 
-def _snapshot(dataset: dict[str, Any]) -> dict[str, Any]:
-    """The snapshot facet's fields (its partitions in `_sorted` order), checked against the version facet."""
-    facets = dataset["facets"]
-    assert facets["version"]["datasetVersion"] == facets["snapshot"]["snapshotId"]
-    snapshot = {key: value for key, value in facets["snapshot"].items() if not key.startswith("_")}
-    if "partitions" in snapshot:
-        snapshot["partitions"] = _sorted(snapshot["partitions"])
-    return snapshot
-
-
 def _snapshots(lake: IcebergSession, table: str) -> list[dict[str, Any]]:
     """Iceberg's snapshots of `table`, oldest first: id (as the facet writes it) and operation."""
     return [{"id": str(row["snapshot_id"]), "operation": row["operation"]} for row in lake.snapshots(table)]
@@ -133,23 +122,19 @@ def _partition(values: dict[str, Any]) -> dict[str, str]:
     return {key: str(value) for key, value in values.items() if value is not None}
 
 
-def _sorted(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(partitions, key=lambda partition: json.dumps(partition, sort_keys=True))
-
-
 def _changed_partitions(lake: IcebergSession, table: str, snapshot_id: str) -> list[dict[str, str]]:
     """The partitions Iceberg lists data files added or deleted in, by snapshot `snapshot_id`."""
     rows = lake.sql(
         f"SELECT DISTINCT data_file.partition AS partition FROM {table}.all_entries "
         f"WHERE snapshot_id = {snapshot_id} AND status IN (1, 2)"
     )
-    return _sorted([_partition(row["partition"]) for row in rows])
+    return sorted_partitions([_partition(row["partition"]) for row in rows])
 
 
 def _file_partitions(lake: IcebergSession, table: str, snapshot_id: str, where: str = "TRUE") -> list[dict[str, str]]:
     """The partitions of the data files of snapshot `snapshot_id` of `table` that match `where`."""
     rows = lake.sql(f"SELECT DISTINCT partition FROM {table}.files VERSION AS OF {snapshot_id} WHERE {where}")
-    return _sorted([_partition(row["partition"]) for row in rows])
+    return sorted_partitions([_partition(row["partition"]) for row in rows])
 
 
 def _field_edges(dataset: dict[str, Any]) -> dict[str, set[Edge]]:
@@ -203,14 +188,14 @@ def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession)
     [source_snapshot] = _snapshots(iceberg, source)
     [target_snapshot] = _snapshots(iceberg, target)
     [output] = run["outputs"]
-    assert _snapshot(output) == {
+    assert snapshot_fields(output) == {
         "snapshotId": target_snapshot["id"],
         "kind": "iceberg",
         "partitions": _changed_partitions(iceberg, target, target_snapshot["id"]),
     }
-    assert _snapshot(output)["partitions"] == [{"region": "EU"}, {"region": "US"}]
+    assert snapshot_fields(output)["partitions"] == [{"region": "EU"}, {"region": "US"}]
     assert [d["name"] for d in run["inputs"]] == [_name(iceberg, source)]
-    assert _snapshot(_input(iceberg, run, source)) == {
+    assert snapshot_fields(_input(iceberg, run, source)) == {
         "snapshotId": source_snapshot["id"],
         "kind": "iceberg",
         "partitions": _file_partitions(iceberg, source, source_snapshot["id"], "partition.region IS NOT NULL"),
@@ -226,8 +211,8 @@ def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession)
     [_, replace] = _writes(iceberg, target)
     assert _job_command(replace) == "replace_table_as_select"
     [_, replaced] = _snapshots(iceberg, target)
-    assert _snapshot(replace["outputs"][0]) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": []}
-    assert _snapshot(_input(iceberg, replace, source))["snapshotId"] == source_snapshot["id"]
+    assert snapshot_fields(replace["outputs"][0]) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": []}
+    assert snapshot_fields(_input(iceberg, replace, source))["snapshotId"] == source_snapshot["id"]
     assert _field_edges(replace["outputs"][0]) == _identity(source_name, "id", "region")
     assert _dataset_edges(replace["outputs"][0]) == {_filter(source_name, "region", "region = 'us'")}
 
@@ -248,18 +233,18 @@ def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: 
     assert _job_command(into_target) == "append_data"
     [target_snapshot] = _snapshots(iceberg, target)
     [output] = into_target["outputs"]
-    assert _snapshot(output) == {
+    assert snapshot_fields(output) == {
         "snapshotId": target_snapshot["id"],
         "kind": "iceberg",
         "partitions": _changed_partitions(iceberg, target, target_snapshot["id"]),
     }
     days_before = "partition.ts_day < date'2024-01-02'"
-    assert _snapshot(_input(iceberg, into_target, source)) == {
+    assert snapshot_fields(_input(iceberg, into_target, source)) == {
         "snapshotId": first_source["id"],
         "kind": "iceberg",
         "partitions": _file_partitions(iceberg, source, first_source["id"], days_before),
     }
-    assert _snapshot(_input(iceberg, into_target, source))["partitions"] == [
+    assert snapshot_fields(_input(iceberg, into_target, source))["partitions"] == [
         {"id_bucket": "0", "region": "eu", "ts_day": "2024-01-01"}
     ]
     source_name = _name(iceberg, source)
@@ -271,12 +256,12 @@ def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: 
 
     [_, into_source] = _writes(iceberg, source)  # the first is the source's own INSERT ... VALUES
     assert second_source["operation"] == "append"
-    assert _snapshot(_input(iceberg, into_source, source)) == {
+    assert snapshot_fields(_input(iceberg, into_source, source)) == {
         "snapshotId": first_source["id"],
         "kind": "iceberg",
         "partitions": _file_partitions(iceberg, source, first_source["id"], "partition.region = 'eu'"),
     }
-    assert _snapshot(into_source["outputs"][0]) == {
+    assert snapshot_fields(into_source["outputs"][0]) == {
         "snapshotId": second_source["id"],
         "kind": "iceberg",
         "partitions": _changed_partitions(iceberg, source, second_source["id"]),
@@ -311,11 +296,11 @@ def test_insert_overwrite_reports_the_partitions_it_replaced(
     assert replaced["operation"] == "overwrite"
     [output] = overwrite["outputs"]
     changed = _changed_partitions(iceberg, target, replaced["id"])
-    assert _snapshot(output) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": changed}
+    assert snapshot_fields(output) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": changed}
     # static: every 'us' file went, the 'eu' rows came in as 'us'; dynamic: the 'eu' partitions were replaced
     expected_regions = {"us"} if mode == "static" else {"eu"}
     assert {partition["region"] for partition in changed} == expected_regions
-    assert _snapshot(_input(iceberg, overwrite, source)) == {
+    assert snapshot_fields(_input(iceberg, overwrite, source)) == {
         "snapshotId": source_snapshot["id"],
         "kind": "iceberg",
         "partitions": _file_partitions(iceberg, source, source_snapshot["id"], "partition.region = 'eu'"),
@@ -342,18 +327,18 @@ def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(i
     regions = ["eu", "us", "eu"]
     for run, snapshot, region in zip(runs, snapshots, regions, strict=True):
         [output] = run["outputs"]
-        assert _snapshot(output) == {
+        assert snapshot_fields(output) == {
             "snapshotId": snapshot["id"],
             "kind": "iceberg",
             "partitions": _changed_partitions(iceberg, target, snapshot["id"]),
         }
-        assert _snapshot(_input(iceberg, run, source)) == {
+        assert snapshot_fields(_input(iceberg, run, source)) == {
             "snapshotId": source_snapshot["id"],
             "kind": "iceberg",
             "partitions": _file_partitions(iceberg, source, source_snapshot["id"], f"partition.region = '{region}'"),
         }
         assert _dataset_edges(output) == {_filter(source_name, "region", f"region = '{region}'")}
-    assert [_snapshot(run["outputs"][0])["partitions"] for run in runs] == [
+    assert [snapshot_fields(run["outputs"][0])["partitions"] for run in runs] == [
         [{"region": "EU"}],
         [{"region": "us"}],
         [{"region": "eu"}],
@@ -392,7 +377,7 @@ def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession) -> Non
         [run] = _writes(iceberg, target)
         assert _job_command(run) == "create_table_as_select", target
         dataset = _input(iceberg, run, source)
-        assert _snapshot(dataset) == {
+        assert snapshot_fields(dataset) == {
             "snapshotId": snapshot["id"],
             "kind": "iceberg",
             "partitions": _file_partitions(iceberg, source, snapshot["id"]),
@@ -401,7 +386,7 @@ def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession) -> Non
         assert [symlink["name"] for symlink in dataset["facets"]["symlinks"]["identifiers"]] == ["db.travel_source"]
         [output] = run["outputs"]
         [written] = _snapshots(iceberg, target)
-        assert _snapshot(output) == {"snapshotId": written["id"], "kind": "iceberg", "partitions": []}
+        assert snapshot_fields(output) == {"snapshotId": written["id"], "kind": "iceberg", "partitions": []}
         assert _field_edges(output) == _identity(source_name, "id", "ts", "region"), target
         assert _dataset_edges(output) == set(), target
 
@@ -422,14 +407,17 @@ def test_a_late_listener_still_reports_what_each_action_read_and_committed(icebe
     [source_before, _] = _snapshots(iceberg, source)
     [copied, inserted] = _snapshots(iceberg, target)
     [copy, insert] = _writes(iceberg, target)
-    read_and_written = (_snapshot(_input(iceberg, copy, source))["snapshotId"], _snapshot(copy["outputs"][0])["snapshotId"])
+    read_and_written = (
+        snapshot_fields(_input(iceberg, copy, source))["snapshotId"],
+        snapshot_fields(copy["outputs"][0])["snapshotId"],
+    )
     assert read_and_written == (source_before["id"], copied["id"])  # not the tables' snapshots when the listener ran
-    assert _snapshot(copy["outputs"][0]) == {
+    assert snapshot_fields(copy["outputs"][0]) == {
         "snapshotId": copied["id"],
         "kind": "iceberg",
         "partitions": _changed_partitions(iceberg, target, copied["id"]),
     }
-    assert _snapshot(insert["outputs"][0]) == {
+    assert snapshot_fields(insert["outputs"][0]) == {
         "snapshotId": inserted["id"],
         "kind": "iceberg",
         "partitions": [{"id_bucket": _bucket(iceberg, 6), "region": "eu", "ts_day": "2024-01-06"}],

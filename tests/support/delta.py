@@ -19,10 +19,7 @@ from typing import Any
 
 import pytest
 
-import jars
-from tests.support.lakehouse import ChildSession, spark_minor_and_scala
-from tests.support.require import skip_or_fail
-from tests.support.spark import require_spark
+from tests.support.lakehouse import ChildSession, format_classpath, format_jar_set
 
 DELTA_SET_PREFIX = "delta-spark-"  # + Spark's major.minor: a jar set of jars/pom.xml
 DELTA_CONF = {
@@ -32,26 +29,18 @@ DELTA_CONF = {
 
 
 def delta_jar_set(spark_minor: str) -> str | None:
-    """The jar set with Delta for a Spark `major.minor` (jars/pom.xml), None when the pom has none."""
-    name = f"{DELTA_SET_PREFIX}{spark_minor}"
-    return name if name in jars.SETS else None
+    return format_jar_set(DELTA_SET_PREFIX, spark_minor)
 
 
 def require_delta_classpath() -> str:
     """The classpath of Delta for this PySpark, or skip (see the module's docstring)."""
-    require_spark()
-    spark_minor, scala = spark_minor_and_scala()
-    jar_set = delta_jar_set(spark_minor)
-    if jar_set is None:
-        pinned = ", ".join(name for name in jars.SETS if name.startswith(DELTA_SET_PREFIX))
-        pytest.skip(
-            f"Delta Lake publishes no release for Spark {spark_minor} (no io.delta:delta-spark_{scala} built "
-            f"for Spark {spark_minor}); jars/pom.xml pins {pinned} (jars/README.md: why no other runs here)"
-        )
-    try:
-        return jars.classpath(jar_set)
-    except jars.JarsUnavailable as error:
-        skip_or_fail(f"Delta Lake's jars are unavailable: {error}")
+    return format_classpath(
+        DELTA_SET_PREFIX,
+        lambda spark_minor, scala: (
+            f"Delta Lake publishes no release for Spark {spark_minor} (no io.delta:delta-spark_{scala} built for Spark {spark_minor})"
+        ),
+        "Delta Lake's jars are",
+    )
 
 
 class DeltaSession(ChildSession):

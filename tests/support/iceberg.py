@@ -19,10 +19,7 @@ from typing import Any
 
 import pytest
 
-import jars
-from tests.support.lakehouse import ChildSession, spark_minor_and_scala
-from tests.support.require import skip_or_fail
-from tests.support.spark import require_spark
+from tests.support.lakehouse import ChildSession, format_classpath, format_jar_set
 
 CATALOG = "lake"
 ICEBERG_SET_PREFIX = "iceberg-spark-"  # + Spark's major.minor: a jar set of jars/pom.xml
@@ -30,27 +27,19 @@ ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExt
 
 
 def iceberg_jar_set(spark_minor: str) -> str | None:
-    """The jar set with Iceberg's runtime for a Spark `major.minor` (jars/pom.xml), None when the pom has none."""
-    name = f"{ICEBERG_SET_PREFIX}{spark_minor}"
-    return name if name in jars.SETS else None
+    return format_jar_set(ICEBERG_SET_PREFIX, spark_minor)
 
 
 def require_iceberg_classpath() -> str:
     """The classpath of Iceberg's Spark runtime for this PySpark, or skip (see the module's docstring)."""
-    require_spark()
-    spark_minor, scala = spark_minor_and_scala()
-    jar_set = iceberg_jar_set(spark_minor)
-    if jar_set is None:
-        pinned = ", ".join(name for name in jars.SETS if name.startswith(ICEBERG_SET_PREFIX))
-        pytest.skip(
-            f"Apache Iceberg publishes no Spark runtime for Spark {spark_minor} (no release of "
-            f"org.apache.iceberg:iceberg-spark-runtime-{spark_minor}_{scala}); jars/pom.xml pins {pinned} "
-            "(jars/README.md: why none of them runs here)"
-        )
-    try:
-        return jars.classpath(jar_set)
-    except jars.JarsUnavailable as error:
-        skip_or_fail(f"Apache Iceberg's Spark runtime is unavailable: {error}")
+    return format_classpath(
+        ICEBERG_SET_PREFIX,
+        lambda spark_minor, scala: (
+            f"Apache Iceberg publishes no Spark runtime for Spark {spark_minor} "
+            f"(no release of org.apache.iceberg:iceberg-spark-runtime-{spark_minor}_{scala})"
+        ),
+        "Apache Iceberg's Spark runtime is",
+    )
 
 
 class IcebergSession(ChildSession):

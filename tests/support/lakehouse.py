@@ -12,6 +12,7 @@ function (it is pickled by name), returns plain data. `tests.support.iceberg` an
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import re
 import traceback
@@ -20,7 +21,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.support.spark import read_events, spark_builder
+import pytest
+
+import jars
+from tests.support.require import skip_or_fail
+from tests.support.spark import read_events, require_spark, spark_builder
 
 CALL_TIMEOUT_S = 600
 _session: Any = None  # the child's SparkSession (set by _start_session in the child only)
@@ -35,6 +40,29 @@ def spark_minor_and_scala() -> tuple[str, str]:
     if found is None:
         raise RuntimeError(f"unexpected Spark core jar name {core.name}")
     return found.group(2), found.group(1)
+
+
+def format_jar_set(set_prefix: str, spark_minor: str) -> str | None:
+    """A table format's jar set for a Spark `major.minor` (`<set_prefix><major.minor>`, jars/pom.xml), None when the pom has none."""
+    name = f"{set_prefix}{spark_minor}"
+    return name if name in jars.SETS else None
+
+
+def format_classpath(set_prefix: str, no_release: Callable[[str, str], str], unavailable: str) -> str:
+    """The classpath of a table format's jar set for this PySpark, or skip. A Spark version the
+    format publishes no release for (`no_release(spark_minor, scala)` says which is missing) skips
+    whatever LINEAGE_REQUIRE_ALL says: nothing can be installed to run the tests. Jars Maven cannot
+    fetch are a missing dependency (`unavailable`): skipped, or failed under LINEAGE_REQUIRE_ALL=1."""
+    require_spark()
+    spark_minor, scala = spark_minor_and_scala()
+    jar_set = format_jar_set(set_prefix, spark_minor)
+    if jar_set is None:
+        pinned = ", ".join(name for name in jars.SETS if name.startswith(set_prefix))
+        pytest.skip(f"{no_release(spark_minor, scala)}; jars/pom.xml pins {pinned} (jars/README.md: why no other runs here)")
+    try:
+        return jars.classpath(jar_set)
+    except jars.JarsUnavailable as error:
+        skip_or_fail(f"{unavailable} unavailable: {error}")
 
 
 def _start_session(app_name: str, classpath: str, conf: Mapping[str, str], work: str, events_path: str) -> None:
@@ -119,3 +147,18 @@ class ChildSession:
 def completed_writes(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The COMPLETE events of runs that wrote something, in the order they were emitted."""
     return [event for event in events if event["eventType"] == "COMPLETE" and event["outputs"]]
+
+
+def sorted_partitions(partitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Partitions in one fixed order (by their JSON), for comparing lists of them."""
+    return sorted(partitions, key=lambda partition: json.dumps(partition, sort_keys=True))
+
+
+def snapshot_fields(dataset: dict[str, Any]) -> dict[str, Any]:
+    """A dataset's snapshot facet's fields (its partitions sorted), checked against its version facet."""
+    facets = dataset["facets"]
+    assert facets["version"]["datasetVersion"] == facets["snapshot"]["snapshotId"]
+    snapshot = {key: value for key, value in facets["snapshot"].items() if not key.startswith("_")}
+    if "partitions" in snapshot:
+        snapshot["partitions"] = sorted_partitions(snapshot["partitions"])
+    return snapshot
