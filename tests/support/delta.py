@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.lakehouse import ChildSession, format_classpath, format_jar_set
+from tests.support.lakehouse import ChildSession, format_classpath, format_jar_set, started
 
 DELTA_SET_PREFIX = "delta-spark-"  # + Spark's major.minor: a jar set of jars/pom.xml
 DELTA_CONF = {
@@ -59,10 +59,5 @@ class DeltaSession(ChildSession):
 def delta(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeltaSession]:
     """A Spark session with Delta (DeltaCatalog as the session catalog, a temporary warehouse) and the
     emitter attached, in a child process; skipped where Delta has no release for this Spark."""
-    classpath = require_delta_classpath()
-    session = DeltaSession(classpath, tmp_path_factory.mktemp("delta"))
-    try:
-        session.sql("SELECT 1")  # starts the session: a failure here is the fixture's, not a test's
+    with started(DeltaSession(require_delta_classpath(), tmp_path_factory.mktemp("delta"))) as session:
         yield session
-    finally:
-        session.close()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.lakehouse import ChildSession, format_classpath, format_jar_set
+from tests.support.lakehouse import ChildSession, format_classpath, format_jar_set, started
 
 CATALOG = "lake"
 ICEBERG_SET_PREFIX = "iceberg-spark-"  # + Spark's major.minor: a jar set of jars/pom.xml
@@ -72,10 +72,5 @@ def iceberg_conf(warehouse: Path) -> dict[str, str]:
 def iceberg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[IcebergSession]:
     """A Spark session with Iceberg (catalog `lake`, a Hadoop catalog in a temporary warehouse) and the
     emitter attached, in a child process; skipped where Iceberg has no runtime for this Spark."""
-    classpath = require_iceberg_classpath()
-    session = IcebergSession(classpath, tmp_path_factory.mktemp("iceberg"))
-    try:
-        session.sql("SELECT 1")  # starts the session: a failure here is the fixture's, not a test's
+    with started(IcebergSession(require_iceberg_classpath(), tmp_path_factory.mktemp("iceberg"))) as session:
         yield session
-    finally:
-        session.close()

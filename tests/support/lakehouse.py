@@ -16,10 +16,11 @@ import json
 import multiprocessing
 import re
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -162,3 +163,16 @@ def snapshot_fields(dataset: dict[str, Any]) -> dict[str, Any]:
     if "partitions" in snapshot:
         snapshot["partitions"] = sorted_partitions(snapshot["partitions"])
     return snapshot
+
+
+SessionType = TypeVar("SessionType", bound="ChildSession")
+
+
+@contextmanager
+def started(session: SessionType) -> Iterator[SessionType]:
+    """`session` started (a failure then is the fixture's, not a test's), and closed after."""
+    try:
+        session.sql("SELECT 1")
+        yield session
+    finally:
+        session.close()
