@@ -98,10 +98,11 @@ public class SparkLineagePlanDumper {
     }
   }
 
-  // the query a leaf command holds outside its children (SaveIntoDataSourceCommand's: a
-  // `format(...).save()` through a data source such as Delta), whose leaves it reads
+  // the query SaveIntoDataSourceCommand holds outside its children (a `format(...).save()` through
+  // a data source such as Delta), whose leaves it reads. Not every leaf command's: a wrapper
+  // command's query (a Hive CTAS's) is read by the nested write it runs, which is the run
   static void commandQueries(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, java.util.List plans) {
-    if (!(plan instanceof org.apache.spark.sql.execution.command.RunnableCommand) || !plan.children().isEmpty()) return;
+    if (!plan.getClass().getSimpleName().equals("SaveIntoDataSourceCommand") || !plan.children().isEmpty()) return;
     scala.collection.Iterator inner = plan.innerChildren().iterator();
     while (inner.hasNext()) {
       Object child = inner.next();
