@@ -91,11 +91,19 @@ def _field_edges(dataset: dict[str, Any]) -> dict[str, set[Edge]]:
     }
 
 
-# tests -----------------------------------------------------------------------------------
-def test_path_table_writes_report_the_versions_they_committed_and_the_partitions_written(delta: DeltaSession) -> None:
+@pytest.fixture(scope="module")
+def path_table(delta: DeltaSession) -> str:
+    """A path table at version 2 (`_write_path_table`), written once for the module's tests."""
     path = str(delta.work / "path_table")
     delta.call(_write_path_table, path)
+    return path
 
+
+# tests -----------------------------------------------------------------------------------
+def test_path_table_writes_report_the_versions_they_committed_and_the_partitions_written(
+    delta: DeltaSession, path_table: str
+) -> None:
+    path = path_table
     history = _versions(delta, f"delta.`{path}`")
     assert [commit["operation"] for commit in history] == ["WRITE", "WRITE", "WRITE"]
     runs = _writes(delta, _path_name(path))
@@ -108,9 +116,8 @@ def test_path_table_writes_report_the_versions_they_committed_and_the_partitions
 
 
 @pytest.mark.parametrize("version", [0, 1])
-def test_a_path_read_pinned_with_version_as_of_reports_that_version(delta: DeltaSession, version: int) -> None:
-    source, target = str(delta.work / f"pinned_source_{version}"), str(delta.work / f"pinned_target_{version}")
-    delta.call(_write_path_table, source)
+def test_a_path_read_pinned_with_version_as_of_reports_that_version(delta: DeltaSession, path_table: str, version: int) -> None:
+    source, target = path_table, str(delta.work / f"pinned_target_{version}")
     delta.call(_copy_version, source, version, target)
 
     [run] = _writes(delta, _path_name(target))
