@@ -330,11 +330,7 @@ def column_lineage_facet(
         query = write.query if write is not None else root
         columns = output_columns or (tuple(write.output_columns) if write is not None else None)
         cached = {key: plan.parse_plan(text) for key, text in cached_plan_jsons.items()}
-        pushed = {
-            key: [(scan_filter.description, scan_filter.columns) for scan_filter in relation.pushed_filters]
-            for key, relation in relations.items()
-            if relation.pushed_filters
-        }
+        pushed = {key: relation.pushed_filters for key, relation in relations.items() if relation.pushed_filters}
         result = lineage.column_lineage(query, cached, columns or None, pushed)
         for warning in result.warnings:
             log.info("column lineage: %s", warning)

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 # How long to wait for the first broker before giving up with one clear line.
 BOOTSTRAP_TIMEOUT_MS = 10000
+TOPIC_READY_TIMEOUT_S = 30.0  # how long a created topic may take to show its partitions
 # The lag is computed from the partitions' end offsets, looked up this often (and at once when
 # the assignment changes), each lookup bounded so the poll loop never waits long on it.
 END_OFFSETS_EVERY_SECONDS = 5.0
@@ -489,9 +490,6 @@ def create_topics(
     finally:
         admin.close()
     return lines
-
-
-TOPIC_READY_TIMEOUT_S = 30.0
 
 
 def _await_partitions(admin: Any, names: Sequence[str], timeout_s: float) -> None:

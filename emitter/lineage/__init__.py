@@ -40,7 +40,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from emitter.lineage.graph import Graph, PushedFilter
+from emitter.capture import PushedFilter
+from emitter.lineage.graph import Graph
 from emitter.lineage.model import (
     DIRECT,
     IDENTITY,

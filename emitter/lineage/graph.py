@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from attrs import define, field
 
+from emitter.capture import PushedFilter
 from emitter.expressions import ELLIPSIS, display_name, function_name, render, truncate
 from emitter.lineage.dependencies import Reference, Role, initial_role, references, strip_transparent
 from emitter.lineage.model import (
@@ -28,7 +29,6 @@ from emitter.lineage.model import (
 from emitter.plan import ATTRIBUTE_CLASSES, Attribute, Expr, Node, leaf_key, simple_class
 
 MAX_INLINE_DEPTH = 40
-PushedFilter = tuple[str, Sequence[str]]  # a filter a scan evaluates itself: its text, the columns it reads
 GROUPING_ID_NAME = "spark_grouping_id"
 
 # Operators whose output attributes are exactly (a subset of) their children's: ids flow through.
@@ -111,7 +111,7 @@ class Graph:
     """Everything the walk needs, filled once by the handlers."""
 
     cached_plans: Mapping[int, Node] = field(factory=dict)
-    # leaf key -> the filters its scan evaluates itself: (text, columns read)
+    # leaf key -> the filters its scan evaluates itself
     pushed_filters: Mapping[int, Sequence[PushedFilter]] = field(factory=dict)
     edges: dict[int, list[tuple[int, Transformation]]] = field(factory=dict)
     leaves: dict[int, tuple[Node, str]] = field(factory=dict)
@@ -573,7 +573,8 @@ def _pushed_filters(node: Node, graph: Graph) -> None:
     if not pushed:
         return
     by_name = {attribute.name.lower(): attribute.expr_id for attribute in node.output}
-    for description, columns in pushed:
+    for pushed_filter in pushed:
+        description, columns = pushed_filter.description, pushed_filter.columns
         weak = len(columns) == 1 and description.upper().endswith(" IS NOT NULL")
         for column in columns:
             expr_id = by_name.get(column.lower())
