@@ -18,6 +18,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from emitter.catalogs import CatalogInfo
 from emitter.snapshots import MicroBatch, Snapshot
 
 
@@ -97,6 +98,7 @@ class SessionInfo:
     warehouse_dir: str = ""
     metastore_uri: str | None = None
     connect: ConnectSession | None = None  # a Spark Connect client's session on the server
+    catalogs: tuple[CatalogInfo, ...] = ()  # the session catalog and those the conf configures
 
 
 @frozen

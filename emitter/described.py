@@ -189,6 +189,10 @@ def _logical_relation(description: Mapping[str, Any], schema: tuple[SchemaField,
         url = options.get("url", "")
         location = jdbc_location(url, options.get("dbtable") or options.get("query", "")) if url else None
         return RelationInfo(node_class="LogicalRelation", paths=(location,) if location else (), format="jdbc", schema=schema)
+    if relation == "KafkaRelation":  # a batch read of Kafka: a dataset per topic
+        return RelationInfo(
+            node_class="LogicalRelation", paths=kafka_uris(description.get("options") or {}), format="kafka", schema=schema
+        )
     return RelationInfo(
         node_class="LogicalRelation",
         table=_table_ref(description.get("table")),

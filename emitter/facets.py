@@ -13,6 +13,7 @@ import attr
 from openlineage.client.facet_v2 import (
     DatasetFacet,
     RunFacet,
+    catalog_dataset,
     column_lineage_dataset,
     dataset_version_dataset,
     datasource_dataset,
@@ -22,10 +23,12 @@ from openlineage.client.facet_v2 import (
     parent_run,
     processing_engine_run,
     schema_dataset,
+    storage_dataset,
     symlinks_dataset,
 )
 
-from emitter.capture import ConnectSession, SchemaField, TableRef
+from emitter.capture import ConnectSession, RelationInfo, SchemaField, TableRef
+from emitter.catalogs import SESSION_CATALOG, CatalogInfo
 from emitter.redaction import redact
 from emitter.snapshots import MicroBatch, Snapshot
 from emitter.version import installed_version
@@ -36,6 +39,7 @@ PRODUCER = "https://github.com/spark-lineage/spark-lineage/tree/main/emitter"
 ADAPTER_VERSION = installed_version()
 # our custom facets' JSON Schemas (schemas/1-0-0/ in the repository, as raw files on its main branch;
 # a changed schema gets a new version folder); `_schemaURL` = `$id#/$defs/<Facet>`
+TABLE_FORMATS = ("iceberg", "delta")  # the formats whose tables get `storage` and `catalog` facets
 SCHEMA_BASE_URL = "https://raw.githubusercontent.com/spark-lineage/spark-lineage/main/schemas/1-0-0"
 
 
@@ -51,6 +55,35 @@ def _schema_field(field: SchemaField) -> schema_dataset.SchemaDatasetFacetFields
 def symlinks_facet(table: TableRef, namespace: str) -> symlinks_dataset.SymlinksDatasetFacet:
     identifier = symlinks_dataset.Identifier(namespace=namespace, name=table.qualified, type="TABLE")
     return symlinks_dataset.SymlinksDatasetFacet(identifiers=[identifier], producer=PRODUCER)
+
+
+def table_format_facets(relation: RelationInfo, snapshot: Snapshot | None, catalogs: Sequence[CatalogInfo]) -> dict[str, Any]:
+    """`{"storage": ..., "catalog": ...}` of an Iceberg or Delta table (known by its format, or by the
+    snapshot its format's log gave): the storage layer, and the catalog the table was named through,
+    which a rollback statement must name. Empty for any other relation."""
+    layer = next(
+        (kind for kind in ((relation.format or "").lower(), snapshot.kind if snapshot else "") if kind in TABLE_FORMATS), None
+    )
+    if layer is None:
+        return {}
+    built: dict[str, Any] = {
+        "storage": storage_dataset.StorageDatasetFacet(
+            storageLayer=layer, fileFormat="parquet" if layer == "delta" else None, producer=PRODUCER
+        )
+    }
+    table = relation.table
+    if table is not None and table.database:
+        name = table.catalog or SESSION_CATALOG
+        known = next((catalog for catalog in catalogs if catalog.name == name), None)
+        built["catalog"] = catalog_dataset.CatalogDatasetFacet(
+            framework=layer,
+            type=known.type if known else "unknown",
+            name=name,
+            warehouseUri=known.warehouse if known else None,
+            source="spark",
+            producer=PRODUCER,
+        )
+    return built
 
 
 def datasource_facet(namespace: str) -> datasource_dataset.DatasourceDatasetFacet:

@@ -3,7 +3,7 @@
 https://openlineage.io/docs/spec/naming: a local file is namespace `file` + absolute path;
 HDFS is `hdfs://{namenode}:{port}` + path; S3 is `s3://{bucket}` + key (s3a/s3n are the same
 store); GCS `gs://{bucket}`; Azure `abfss://{container}@{account}...` + path; Kafka
-`kafka://{first bootstrap server}` + topic.
+`kafka://{host}:{port}` of the first bootstrap server + topic.
 
 Streaming sources known only by their options (Kafka, socket, rate, Python data sources) get
 URIs from `stream_source_uris`, which `dataset_name` reads back like any storage URI.

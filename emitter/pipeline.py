@@ -15,7 +15,7 @@ event is still built, without the columnLineage facet, and a warning is logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -32,8 +32,9 @@ from emitter.capture import (
     StreamProgress,
     StreamStarted,
 )
+from emitter.catalogs import CatalogInfo
 from emitter.config import EmitterConfig
-from emitter.naming import job_name, normalize, table_namespace
+from emitter.naming import KAFKA_SCHEME, job_name, normalize, table_namespace
 from emitter.snapshots import Snapshot, distinct_partitions
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,8 @@ def action_events(capture: Capture, context: Context) -> list[RunEvent]:
     capture = with_micro_batch_sources(capture, context)
     run_id = events.new_run_id(capture.end_time)
     job = (context.config.namespace, action_job_name(capture, context))
-    inputs = input_datasets(capture, context.table_namespace)
-    outputs = output_datasets(capture, context.table_namespace)
+    inputs = input_datasets(capture, context.table_namespace, context.session.catalogs)
+    outputs = output_datasets(capture, context.table_namespace, context.session.catalogs)
     run_facets: dict[str, Any] = {
         "parent": parent_of(capture, context),
         **session_run_facets(context),
@@ -223,8 +224,8 @@ def _stream_inputs(run: streams.StreamingRun, progress: StreamProgress | None, n
         snapshot = progress.static_snapshots.get(key) if progress is not None else None
         described.append((relation, evolve(snapshot, batch_id=progress.batch.batch_id) if snapshot and progress else None))
     for relation, snapshot in described:
-        for one in streams.one_per_path(relation):  # a Kafka source: a dataset per topic
-            dataset = events.input_dataset(one, namespace_of_tables, facets.snapshot_facets(snapshot))
+        for one, one_snapshot in streams.per_dataset(relation, snapshot):  # a Kafka source: a dataset per topic
+            dataset = events.input_dataset(one, namespace_of_tables, facets.snapshot_facets(one_snapshot))
             if dataset is not None:
                 built.setdefault((dataset.namespace, dataset.name), dataset)
     return list(built.values())
@@ -259,21 +260,31 @@ def _relation_label(relation: RelationInfo) -> str:
     return relation.paths[0].split(":", 1)[-1] if relation.paths else relation.node_class
 
 
-def input_datasets(capture: Capture, namespace_of_tables: str) -> list[InputDataset]:
+def input_datasets(capture: Capture, namespace_of_tables: str, catalogs: Sequence[CatalogInfo] = ()) -> list[InputDataset]:
     """One input per dataset read; its snapshot carries the partitions read when its scans tell them."""
     read = partitions_read_per_dataset(capture, namespace_of_tables)
     seen: dict[tuple[str, str], InputDataset] = {}
-    for key, relation in capture.leaves.items():
+    for key, relation in _one_per_topic(capture.leaves):
         location = events.dataset_location(relation, namespace_of_tables)
         if location is None or location in seen:
             continue
         snapshot = capture.input_snapshots.get(key)
         if snapshot is not None and location in read:
             snapshot = evolve(snapshot, partitions=read[location])
-        dataset = events.input_dataset(relation, namespace_of_tables, facets.snapshot_facets(snapshot))
+        extra = {**facets.snapshot_facets(snapshot), **facets.table_format_facets(relation, snapshot, catalogs)}
+        dataset = events.input_dataset(relation, namespace_of_tables, extra)
         if dataset is not None:
             seen[location] = dataset
     return list(seen.values())
+
+
+def _one_per_topic(leaves: Mapping[int, RelationInfo]) -> list[tuple[int, RelationInfo]]:
+    """Leaves by key; a batch read of several Kafka topics as one relation per topic."""
+    return [
+        (key, one)
+        for key, leaf in leaves.items()
+        for one in (streams.one_per_path(leaf) if leaf.format == KAFKA_SCHEME else [leaf])
+    ]
 
 
 def partitions_read_per_dataset(
@@ -289,11 +300,14 @@ def partitions_read_per_dataset(
     return {location: distinct_partitions(partitions) for location, partitions in found.items()}
 
 
-def output_datasets(capture: Capture, namespace_of_tables: str) -> list[OutputDataset]:
+def output_datasets(capture: Capture, namespace_of_tables: str, catalogs: Sequence[CatalogInfo] = ()) -> list[OutputDataset]:
     if capture.write is None:
         return []
     write = capture.write
-    extra = facets.snapshot_facets(capture.output_snapshot)
+    extra = {
+        **facets.snapshot_facets(capture.output_snapshot),
+        **facets.table_format_facets(write.target, capture.output_snapshot, catalogs),
+    }
     lineage_facet = column_lineage(capture, namespace_of_tables)
     if lineage_facet is not None:
         extra["columnLineage"] = lineage_facet

@@ -207,6 +207,14 @@ def parse_value(value: Any) -> Any:
     return value
 
 
+def parse_expression_list(value: Any) -> tuple[Expr, ...]:
+    """A field holding a list of expression trees, each parsed as an Expr whatever its classes'
+    package (MergeRows' instructions are `plans.logical` classes over expressions)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(_build_expr(items, 0)[0] for items in value if isinstance(items, list) and items and _is_tree_item(items[0]))
+
+
 def _is_tree_item(item: Any) -> bool:
     return isinstance(item, dict) and "class" in item and "num-children" in item
 

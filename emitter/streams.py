@@ -17,9 +17,9 @@ import attrs
 
 from emitter.capture import Endpoint, RelationInfo, StreamProgress, StreamStarted
 from emitter.lineage import write_command
-from emitter.naming import job_name, stream_source_uris
+from emitter.naming import KAFKA_SCHEME, dataset_name, job_name, stream_source_uris
 from emitter.plan import leaf_key, parse_plan
-from emitter.snapshots import sink_batch_snapshot, stream_offsets_snapshot
+from emitter.snapshots import Snapshot, sink_batch_snapshot, stream_offsets_snapshot
 
 STREAMING_COMMAND = "streaming"
 # Streaming runs remembered after they end, so late foreachBatch captures still find their parent.
@@ -58,6 +58,37 @@ def one_per_path(relation: RelationInfo) -> list[RelationInfo]:
     if len(relation.paths) < 2:
         return [relation]
     return [attrs.evolve(relation, paths=(path,)) for path in relation.paths]
+
+
+def per_dataset(relation: RelationInfo, snapshot: Snapshot | None) -> list[tuple[RelationInfo, Snapshot | None]]:
+    """A relation per dataset, each with its own snapshot: a Kafka source subscribed to several
+    topics is one per topic, each with its topic's offsets only (`kafka_topic_snapshot`)."""
+    return [(one, kafka_topic_snapshot(one, snapshot)) for one in one_per_path(relation)]
+
+
+def kafka_topic_snapshot(relation: RelationInfo, snapshot: Snapshot | None) -> Snapshot | None:
+    """The micro-batch's snapshot of ONE Kafka topic: the per-partition offsets of that topic out
+    of the source's (`{"orders": {"0": 42}, "payments": {...}}` → `{"orders": {"0": 42}}`), its id
+    a hash of the topic's dataset (`kafka://host:port/orders`) and those offsets, so the same range
+    of a topic has the same id whichever query read it. Anything else, or offsets not keyed by
+    this topic (a `subscribePattern` source's dataset is its pattern), keeps `snapshot`."""
+    if snapshot is None or not snapshot.has_offsets or snapshot.batch_id is None:
+        return snapshot
+    if (relation.format or "").lower() != KAFKA_SCHEME or len(relation.paths) != 1:
+        return snapshot
+    _, topic = dataset_name(relation.paths[0])
+    end = _topic_offsets(snapshot.end_offset, topic)
+    if end is None:
+        return snapshot
+    start = _topic_offsets(snapshot.start_offset, topic)
+    return stream_offsets_snapshot(relation.paths[0], start, end, snapshot.batch_id)
+
+
+def _topic_offsets(offsets: Any, topic: str) -> Mapping[str, Any] | None:
+    """`{topic: {partition: offset}}` of one topic out of a Kafka source's offsets, or None."""
+    if not isinstance(offsets, Mapping) or not isinstance(offsets.get(topic), Mapping):
+        return None
+    return {topic: offsets[topic]}
 
 
 def micro_batch_leaf_keys(batch_plan_json: str, query_plan_json: str) -> list[int]:

@@ -26,6 +26,8 @@ SETS = (
     "delta-spark-3.5",
     "openlineage-spark_2.12",
     "openlineage-spark_2.13",
+    "spark-sql-kafka-3.5",
+    "spark-sql-kafka-4.3",
 )
 
 

@@ -220,6 +220,11 @@ def _correction(args: argparse.Namespace, store: Any, out: TextIO) -> None:
         else "(no jobs to restart)",
         file=out,
     )
+    statements = [answer["rollBackTableStatement"], *(t["rollBackStatement"] for t in answer["tables"])]
+    if any(statements):
+        print("\nroll back with (Spark SQL):", file=out)
+        for statement in filter(None, statements):
+            print(f"  {statement};", file=out)
 
 
 def _partition(ref: dict) -> str:

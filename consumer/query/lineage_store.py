@@ -4,7 +4,7 @@ printed by `python -m consumer lineage ...`):
 - tables up/downstream of a table, transitive, with the job of every step;
 - where a column's values come from / go, transitive, each edge with its transformation (DIRECT only on demand);
 - snapshots a (table, snapshot) was derived from / that derive from it, with job and batch of every step;
-- a data correction plan for a bad (table, snapshot);
+- a data correction plan for a bad (table, snapshot), with the statements that roll Iceberg and Delta tables back;
 - partitions a (table, partition) was derived from / that derive from it, and the correction plan of a bad
   partition (the downstream partitions to recompute, the jobs with the batches to rerun);
 - an aligned start: the newest mutually consistent snapshots of a set of tables (Paimon's job_startup);
@@ -29,6 +29,7 @@ from consumer.query.db import check_depth, iso, reading
 from consumer.query.errors import BadParameter, NotFound, SearchLimitReached
 from consumer.query.nodeid import dataset_id, field_id, job_id, parse_node_id
 from consumer.query.render import GraphEdge, GraphNode, Picture
+from consumer.query.rollback import rollback_statements
 from consumer.store import schema as s
 from consumer.store.lookup import dataset_row_id, job_row_id, present
 
@@ -268,6 +269,10 @@ def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> d
         datasets = graph.names(conn, s.datasets, [dataset, *affected, *(x.input_dataset for x in steps)])
         jobs = graph.names(conn, s.jobs, [x.job_id for x in steps])
         runs = _run_uuids(conn, [x.run_id for x in steps])
+        targets = {row_id: (*datasets[row_id], to[0] if to else None) for row_id, to in rollback.items()}
+        statements = rollback_statements(
+            conn, {**targets, dataset: (*datasets[dataset], root_rollback[0] if root_rollback else None)}
+        )
     restarts: dict[int, graph.SnapshotStep] = {}
     for x in steps:
         if x.job_id not in restarts or x.barrier_id < restarts[x.job_id].barrier_id:
@@ -276,12 +281,14 @@ def correction_plan(store: Any, table: str, snapshot: str, depth: int = 30) -> d
         "table": _dataset_ref(datasets, dataset),
         "badSnapshot": snapshot,
         "rollBackTableTo": root_rollback[0] if root_rollback else None,
+        "rollBackTableStatement": statements[dataset],
         "tables": sorted(
             (
                 {
                     **_dataset_ref(datasets, target),
                     "derivedSnapshots": sorted(snaps, key=lambda snap: (snaps[snap], snap)),
                     **_rollback_to(rollback[target]),
+                    "rollBackStatement": statements[target],
                 }
                 for target, snaps in affected.items()
             ),

@@ -24,6 +24,11 @@ predicate on `x` or on a join key of a side Spark infers filters for (not a LEFT
 preserved side), and `size(arr) > 0` under an explode of `arr`; a lone `x IS NOT NULL` is kept
 unless `x`'s source column is also such a join key or filtered otherwise.
 
+A row-level command (`ReplaceData`, `WriteDelta`: MERGE / UPDATE / DELETE, which `write_command`
+hands over whole as its query) is the lineage of its query refined by the command: the target's
+own columns as identity for the rows it leaves alone, its WHERE as FILTER, the rewrite's
+metadata columns and runtime file filter left out (`row_level`).
+
 A filter a V2 scan evaluates itself (Iceberg drops from Spark's plan those that select whole
 partitions) is FILTER on the columns it reads when the caller passes it (`pushed_filters`).
 
@@ -41,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from emitter.capture import PushedFilter
+from emitter.lineage import row_level
 from emitter.lineage.graph import Graph
 from emitter.lineage.model import (
     DIRECT,
@@ -141,19 +147,29 @@ def _column_lineage(
     output_columns: Sequence[str] | None,
     pushed_filters: Mapping[int, Sequence[PushedFilter]],
 ) -> ColumnLineage:
+    command = row_level.row_level_command(query)
+    if command is not None:
+        query = command.query
     graph = Graph(cached_plans=cached_plans, pushed_filters=pushed_filters)
     graph.add_plan(query)
     graph.add_pushed_filters()
+    if command is not None:
+        row_level.add_command(command, graph)
     walker = _Walker(graph)
     columns: dict[str, tuple[InputEdge, ...]] = {}
-    for name, attribute in _align(output_columns, query.output, graph):
-        columns[name] = _edges(walker.resolve(attribute.expr_id), graph)
-    return ColumnLineage(
+    if command is not None:  # by name: a merge-on-read DELETE writes no column of the table
+        for name, found in row_level.aligned(output_columns, command).items():
+            columns[name] = _edges(walker.resolve(found.expr_id), graph) if found is not None else ()
+    else:
+        for name, attribute in _align(output_columns, query.output, graph):
+            columns[name] = _edges(walker.resolve(attribute.expr_id), graph)
+    result = ColumnLineage(
         columns=columns,
         dataset=_dataset_edges(walker, graph),
         relations=tuple(graph.relations),
         warnings=tuple(graph.warnings),
     )
+    return row_level.refine(command, result, graph) if command is not None else result
 
 
 def _align(names: Sequence[str] | None, attributes: tuple[Attribute, ...], graph: Graph) -> list[tuple[str, Attribute]]:

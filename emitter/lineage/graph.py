@@ -26,6 +26,7 @@ from emitter.lineage.model import (
     TRANSFORMATION,
     Transformation,
 )
+from emitter.lineage.row_level import merge_rows
 from emitter.plan import ATTRIBUTE_CLASSES, Attribute, Expr, Node, leaf_key, simple_class
 
 MAX_INLINE_DEPTH = 40
@@ -629,6 +630,7 @@ HANDLERS: dict[str, Handler] = {
     "InMemoryRelation": _in_memory,
     "LogicalRDD": _in_memory,
     "CTERelationRef": _cte_reference,
+    "MergeRows": merge_rows,
     **{name: _opaque for name in OPAQUE_FUNCTIONS},
     **{name: _leaf for name in LEAF_RELATIONS if name not in ("InMemoryRelation", "LogicalRDD")},
     **{name: _pass_through for name in PASS_THROUGH},

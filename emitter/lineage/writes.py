@@ -7,6 +7,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from emitter.lineage.row_level import row_level_command
 from emitter.plan import Node, table_identifier
 
 WRITE_COMMANDS = frozenset(
@@ -59,12 +60,16 @@ class WriteCommand:
 
 
 def write_command(root: Node) -> WriteCommand | None:
-    """The write at `root`, or None when `root` is not a write command."""
+    """The write at `root`, or None when `root` is not a write command. A row-level command
+    (`ReplaceData`, `WriteDelta`) is its own query: its lineage needs the target it reads and
+    writes (`emitter.lineage.row_level`)."""
     if root.cls not in WRITE_COMMANDS:
         return None
     query = _query(root)
     if query is None:
         return None
+    if row_level_command(root) is not None:
+        return WriteCommand(kind=root.cls, query=root, output_columns=_output_columns(root, query), table=_table(root, None))
     catalog_table = _catalog_table(root)
     partition_columns = _partition_columns(root, catalog_table)
     return WriteCommand(

@@ -36,6 +36,7 @@ from typing import Any
 
 from emitter import pipeline
 from emitter.capture import SessionInfo
+from emitter.catalogs import CATALOG_PREFIX, CatalogInfo, configured_catalogs
 from emitter.config import SPARK_CONF_KEYS, EmitterConfig, is_disabled, load_config
 from emitter.dedupe import WrapperDedupe
 from emitter.listener import janino
@@ -264,15 +265,25 @@ def is_connect_client(spark: Any) -> bool:
 
 def session_info(spark: Any) -> SessionInfo:
     spark_context = spark.sparkContext
+    warehouse_dir = str(spark.conf.get("spark.sql.warehouse.dir", "") or "")
     return SessionInfo(
         app_name=str(spark_context.appName),
         app_id=str(spark_context.applicationId),
         spark_version=str(spark.version),
         master=str(spark_context.master),
-        warehouse_dir=str(spark.conf.get("spark.sql.warehouse.dir", "") or ""),
+        warehouse_dir=warehouse_dir,
         metastore_uri=spark.conf.get("spark.hadoop.hive.metastore.uris", None)
         or spark_context.getConf().get("spark.hadoop.hive.metastore.uris"),
+        catalogs=_configured_catalogs(spark, warehouse_dir),
     )
+
+
+def _configured_catalogs(spark: Any, warehouse_dir: str) -> tuple[CatalogInfo, ...]:
+    """The catalogs the application's conf configures (one configured later, at run time, is named
+    in facets without its type)."""
+    conf = {str(key): str(value) for key, value in spark.sparkContext.getConf().getAll() if str(key).startswith(CATALOG_PREFIX)}
+    implementation = str(spark.conf.get("spark.sql.catalogImplementation", "in-memory") or "in-memory")
+    return configured_catalogs(conf, warehouse_dir, implementation)
 
 
 def make_client(settings: EmitterConfig) -> Any:

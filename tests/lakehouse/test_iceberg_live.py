@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.iceberg import IcebergSession
-from tests.support.lakehouse import completed_writes, snapshot_fields, sorted_partitions
+from tests.support.iceberg import IcebergSession, changed_partitions, partition_text, snapshot_list
+from tests.support.lakehouse import Edge, completed_writes, dataset_edges, field_edges, snapshot_fields, sorted_partitions
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -24,7 +24,6 @@ SOURCE_ROWS = (
     "(1, timestamp'2024-01-01 10:00:00', 'eu'), (2, timestamp'2024-01-02 10:00:00', 'us'), "
     "(3, timestamp'2024-01-02 23:00:00', 'eu'), (7, timestamp'2024-01-03 08:00:00', NULL)"
 )
-Edge = tuple[str, str, str, str]  # (input dataset name, input field, type, subtype)
 
 
 # in the child ----------------------------------------------------------------------------
@@ -111,58 +110,16 @@ def _input(lake: IcebergSession, run: dict[str, Any], table: str) -> dict[str, A
     return dataset
 
 
-def _snapshots(lake: IcebergSession, table: str) -> list[dict[str, Any]]:
-    """Iceberg's snapshots of `table`, oldest first: id (as the facet writes it) and operation."""
-    return [{"id": str(row["snapshot_id"]), "operation": row["operation"]} for row in lake.snapshots(table)]
-
-
-def _partition(values: dict[str, Any]) -> dict[str, str]:
-    """A partition as the facet shows it: values as text; a null value left out (openlineage-python
-    drops null values when it serializes an event)."""
-    return {key: str(value) for key, value in values.items() if value is not None}
-
-
-def _changed_partitions(lake: IcebergSession, table: str, snapshot_id: str) -> list[dict[str, str]]:
-    """The partitions Iceberg lists data files added or deleted in, by snapshot `snapshot_id`."""
-    rows = lake.sql(
-        f"SELECT DISTINCT data_file.partition AS partition FROM {table}.all_entries "
-        f"WHERE snapshot_id = {snapshot_id} AND status IN (1, 2)"
-    )
-    return sorted_partitions([_partition(row["partition"]) for row in rows])
-
-
 def _file_partitions(lake: IcebergSession, table: str, snapshot_id: str, where: str = "TRUE") -> list[dict[str, str]]:
     """The partitions of the data files of snapshot `snapshot_id` of `table` that match `where`."""
     rows = lake.sql(f"SELECT DISTINCT partition FROM {table}.files VERSION AS OF {snapshot_id} WHERE {where}")
-    return sorted_partitions([_partition(row["partition"]) for row in rows])
-
-
-def _field_edges(dataset: dict[str, Any]) -> dict[str, set[Edge]]:
-    fields = dataset["facets"]["columnLineage"]["fields"]
-    return {column: _edges(field["inputFields"]) for column, field in fields.items()}
-
-
-def _dataset_edges(dataset: dict[str, Any]) -> set[tuple[str, str, str, str, str]]:
-    """(input dataset name, field, type, subtype, description) of the dataset-level edges."""
-    return {
-        (field["name"], field["field"], transformation["type"], transformation["subtype"], transformation.get("description", ""))
-        for field in dataset["facets"]["columnLineage"].get("dataset", [])
-        for transformation in field["transformations"]
-    }
+    return sorted_partitions([partition_text(row["partition"]) for row in rows])
 
 
 def _filter(name: str, column: str, description: str) -> tuple[str, str, str, str, str]:
     """A FILTER edge; the filters below select whole partitions: Iceberg evaluates them, Spark drops
     them from its plan, and they are described as Iceberg prints them."""
     return (name, column, "INDIRECT", "FILTER", description)
-
-
-def _edges(input_fields: list[dict[str, Any]]) -> set[Edge]:
-    return {
-        (field["name"], field["field"], transformation["type"], transformation["subtype"])
-        for field in input_fields
-        for transformation in field["transformations"]
-    }
 
 
 def _identity(name: str, *columns: str) -> dict[str, set[Edge]]:
@@ -185,13 +142,13 @@ def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession)
 
     [run] = _writes(iceberg, target)  # the CTAS and its nested append are one run
     assert _job_command(run) == "create_table_as_select"
-    [source_snapshot] = _snapshots(iceberg, source)
-    [target_snapshot] = _snapshots(iceberg, target)
+    [source_snapshot] = snapshot_list(iceberg, source)
+    [target_snapshot] = snapshot_list(iceberg, target)
     [output] = run["outputs"]
     assert snapshot_fields(output) == {
         "snapshotId": target_snapshot["id"],
         "kind": "iceberg",
-        "partitions": _changed_partitions(iceberg, target, target_snapshot["id"]),
+        "partitions": changed_partitions(iceberg, target, target_snapshot["id"]),
     }
     assert snapshot_fields(output)["partitions"] == [{"region": "EU"}, {"region": "US"}]
     assert [d["name"] for d in run["inputs"]] == [_name(iceberg, source)]
@@ -201,20 +158,20 @@ def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession)
         "partitions": _file_partitions(iceberg, source, source_snapshot["id"], "partition.region IS NOT NULL"),
     }
     source_name = _name(iceberg, source)
-    assert _field_edges(output) == {
+    assert field_edges(output) == {
         **_identity(source_name, "id", "ts"),
         "region": {(source_name, "region", "DIRECT", "TRANSFORMATION")},
     }
-    assert _dataset_edges(output) == {_filter(source_name, "region", "region IS NOT NULL")}
+    assert dataset_edges(output) == {_filter(source_name, "region", "region IS NOT NULL")}
 
     iceberg.call(_sql, f"CREATE OR REPLACE TABLE {target} USING iceberg AS SELECT id, region FROM {source} WHERE region = 'us'")
     [_, replace] = _writes(iceberg, target)
     assert _job_command(replace) == "replace_table_as_select"
-    [_, replaced] = _snapshots(iceberg, target)
+    [_, replaced] = snapshot_list(iceberg, target)
     assert snapshot_fields(replace["outputs"][0]) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": []}
     assert snapshot_fields(_input(iceberg, replace, source))["snapshotId"] == source_snapshot["id"]
-    assert _field_edges(replace["outputs"][0]) == _identity(source_name, "id", "region")
-    assert _dataset_edges(replace["outputs"][0]) == {_filter(source_name, "region", "region = 'us'")}
+    assert field_edges(replace["outputs"][0]) == _identity(source_name, "id", "region")
+    assert dataset_edges(replace["outputs"][0]) == {_filter(source_name, "region", "region = 'us'")}
 
 
 def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: IcebergSession) -> None:
@@ -228,15 +185,15 @@ def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: 
         f"INSERT INTO {source} SELECT id + 100, ts, region FROM {source} WHERE region = 'eu'",
     )
 
-    [first_source, second_source] = _snapshots(iceberg, source)
+    [first_source, second_source] = snapshot_list(iceberg, source)
     [into_target] = _writes(iceberg, target)
     assert _job_command(into_target) == "append_data"
-    [target_snapshot] = _snapshots(iceberg, target)
+    [target_snapshot] = snapshot_list(iceberg, target)
     [output] = into_target["outputs"]
     assert snapshot_fields(output) == {
         "snapshotId": target_snapshot["id"],
         "kind": "iceberg",
-        "partitions": _changed_partitions(iceberg, target, target_snapshot["id"]),
+        "partitions": changed_partitions(iceberg, target, target_snapshot["id"]),
     }
     days_before = "partition.ts_day < date'2024-01-02'"
     assert snapshot_fields(_input(iceberg, into_target, source)) == {
@@ -248,11 +205,11 @@ def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: 
         {"id_bucket": "0", "region": "eu", "ts_day": "2024-01-01"}
     ]
     source_name = _name(iceberg, source)
-    assert _field_edges(output) == {
+    assert field_edges(output) == {
         "id": {(source_name, "id", "DIRECT", "TRANSFORMATION")},
         **_identity(source_name, "region"),
     }
-    assert _dataset_edges(output) == {_filter(source_name, "ts", "ts < 1704153600000000")}  # 2024-01-02 in µs
+    assert dataset_edges(output) == {_filter(source_name, "ts", "ts < 1704153600000000")}  # 2024-01-02 in µs
 
     [_, into_source] = _writes(iceberg, source)  # the first is the source's own INSERT ... VALUES
     assert second_source["operation"] == "append"
@@ -264,9 +221,9 @@ def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: 
     assert snapshot_fields(into_source["outputs"][0]) == {
         "snapshotId": second_source["id"],
         "kind": "iceberg",
-        "partitions": _changed_partitions(iceberg, source, second_source["id"]),
+        "partitions": changed_partitions(iceberg, source, second_source["id"]),
     }
-    assert _field_edges(into_source["outputs"][0]) == {
+    assert field_edges(into_source["outputs"][0]) == {
         "id": {(source_name, "id", "DIRECT", "TRANSFORMATION")},
         **_identity(source_name, "ts", "region"),
     }
@@ -291,11 +248,11 @@ def test_insert_overwrite_reports_the_partitions_it_replaced(
 
     [_, overwrite] = _writes(iceberg, target)
     assert _job_command(overwrite) == command
-    [source_snapshot] = _snapshots(iceberg, source)
-    [_, replaced] = _snapshots(iceberg, target)
+    [source_snapshot] = snapshot_list(iceberg, source)
+    [_, replaced] = snapshot_list(iceberg, target)
     assert replaced["operation"] == "overwrite"
     [output] = overwrite["outputs"]
-    changed = _changed_partitions(iceberg, target, replaced["id"])
+    changed = changed_partitions(iceberg, target, replaced["id"])
     assert snapshot_fields(output) == {"snapshotId": replaced["id"], "kind": "iceberg", "partitions": changed}
     # static: every 'us' file went, the 'eu' rows came in as 'us'; dynamic: the 'eu' partitions were replaced
     expected_regions = {"us"} if mode == "static" else {"eu"}
@@ -306,11 +263,11 @@ def test_insert_overwrite_reports_the_partitions_it_replaced(
         "partitions": _file_partitions(iceberg, source, source_snapshot["id"], "partition.region = 'eu'"),
     }
     source_name = _name(iceberg, source)
-    lineage = _field_edges(output)
+    lineage = field_edges(output)
     assert lineage["ts"] == {(source_name, "ts", "DIRECT", "IDENTITY")}
     assert lineage["id"] == {(source_name, "id", "DIRECT", "IDENTITY" if mode == "static" else "TRANSFORMATION")}
     assert lineage.get("region", set()) == (set() if mode == "static" else {(source_name, "region", "DIRECT", "IDENTITY")})
-    assert _dataset_edges(output) == {_filter(source_name, "region", "region = 'eu'")}
+    assert dataset_edges(output) == {_filter(source_name, "region", "region = 'eu'")}
 
 
 def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(iceberg: IcebergSession) -> None:
@@ -320,9 +277,9 @@ def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(i
 
     runs = _writes(iceberg, target)
     assert [_job_command(run) for run in runs] == ["replace_table_as_select", "append_data", "overwrite_partitions_dynamic"]
-    snapshots = _snapshots(iceberg, target)
+    snapshots = snapshot_list(iceberg, target)
     assert [snapshot["operation"] for snapshot in snapshots] == ["overwrite", "append", "overwrite"]
-    [source_snapshot] = _snapshots(iceberg, source)
+    [source_snapshot] = snapshot_list(iceberg, source)
     source_name = _name(iceberg, source)
     regions = ["eu", "us", "eu"]
     for run, snapshot, region in zip(runs, snapshots, regions, strict=True):
@@ -330,20 +287,20 @@ def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(i
         assert snapshot_fields(output) == {
             "snapshotId": snapshot["id"],
             "kind": "iceberg",
-            "partitions": _changed_partitions(iceberg, target, snapshot["id"]),
+            "partitions": changed_partitions(iceberg, target, snapshot["id"]),
         }
         assert snapshot_fields(_input(iceberg, run, source)) == {
             "snapshotId": source_snapshot["id"],
             "kind": "iceberg",
             "partitions": _file_partitions(iceberg, source, source_snapshot["id"], f"partition.region = '{region}'"),
         }
-        assert _dataset_edges(output) == {_filter(source_name, "region", f"region = '{region}'")}
+        assert dataset_edges(output) == {_filter(source_name, "region", f"region = '{region}'")}
     assert [snapshot_fields(run["outputs"][0])["partitions"] for run in runs] == [
         [{"region": "EU"}],
         [{"region": "us"}],
         [{"region": "eu"}],
     ]
-    created, appended, overwritten = (_field_edges(run["outputs"][0]) for run in runs)
+    created, appended, overwritten = (field_edges(run["outputs"][0]) for run in runs)
     assert created == {**_identity(source_name, "id", "ts"), "region": {(source_name, "region", "DIRECT", "TRANSFORMATION")}}
     assert appended == overwritten == _identity(source_name, "id", "ts", "region")
 
@@ -352,7 +309,7 @@ def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession) -> Non
     source = "lake.db.travel_source"
     _create_source(iceberg, source)
     iceberg.call(_sql, f"INSERT INTO {source} VALUES (4, timestamp'2024-01-04 10:00:00', 'us')")
-    [first, second] = _snapshots(iceberg, source)
+    [first, second] = snapshot_list(iceberg, source)
     [first_at] = iceberg.sql(
         f"SELECT CAST(committed_at AS STRING) AS at FROM {source}.snapshots WHERE snapshot_id = {first['id']}"
     )
@@ -385,10 +342,10 @@ def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession) -> Non
         # the table, not the snapshot selector Iceberg reads `snapshot-id` through
         assert [symlink["name"] for symlink in dataset["facets"]["symlinks"]["identifiers"]] == ["db.travel_source"]
         [output] = run["outputs"]
-        [written] = _snapshots(iceberg, target)
+        [written] = snapshot_list(iceberg, target)
         assert snapshot_fields(output) == {"snapshotId": written["id"], "kind": "iceberg", "partitions": []}
-        assert _field_edges(output) == _identity(source_name, "id", "ts", "region"), target
-        assert _dataset_edges(output) == set(), target
+        assert field_edges(output) == _identity(source_name, "id", "ts", "region"), target
+        assert dataset_edges(output) == set(), target
 
 
 def test_a_late_listener_still_reports_what_each_action_read_and_committed(iceberg: IcebergSession) -> None:
@@ -404,8 +361,8 @@ def test_a_late_listener_still_reports_what_each_action_read_and_committed(icebe
         f"INSERT INTO {target} VALUES (6, timestamp'2024-01-06 10:00:00', 'eu')",
     )
 
-    [source_before, _] = _snapshots(iceberg, source)
-    [copied, inserted] = _snapshots(iceberg, target)
+    [source_before, _] = snapshot_list(iceberg, source)
+    [copied, inserted] = snapshot_list(iceberg, target)
     [copy, insert] = _writes(iceberg, target)
     read_and_written = (
         snapshot_fields(_input(iceberg, copy, source))["snapshotId"],
@@ -415,7 +372,7 @@ def test_a_late_listener_still_reports_what_each_action_read_and_committed(icebe
     assert snapshot_fields(copy["outputs"][0]) == {
         "snapshotId": copied["id"],
         "kind": "iceberg",
-        "partitions": _changed_partitions(iceberg, target, copied["id"]),
+        "partitions": changed_partitions(iceberg, target, copied["id"]),
     }
     assert snapshot_fields(insert["outputs"][0]) == {
         "snapshotId": inserted["id"],

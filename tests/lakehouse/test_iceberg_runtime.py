@@ -13,9 +13,9 @@ from tests.support import iceberg
 POM_NAMESPACE = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
-def _pinned_iceberg_version() -> str:
-    found = ElementTree.parse(jars.POM).getroot().findtext("m:properties/m:iceberg.version", namespaces=POM_NAMESPACE)
-    assert found, "jars/pom.xml pins no iceberg.version"
+def _pinned(property_name: str) -> str:
+    found = ElementTree.parse(jars.POM).getroot().findtext(f"m:properties/m:{property_name}", namespaces=POM_NAMESPACE)
+    assert found, f"jars/pom.xml pins no {property_name}"
     return found
 
 
@@ -30,4 +30,7 @@ def test_the_spark_35_set_resolves_to_the_pinned_runtime() -> None:
         resolved = jars.classpath("iceberg-spark-3.5").split(":")
     except jars.JarsUnavailable as error:
         pytest.skip(f"Maven could not resolve here: {error}")
-    assert [Path(jar).name for jar in resolved] == [f"iceberg-spark-runtime-3.5_2.12-{_pinned_iceberg_version()}.jar"]
+    assert [Path(jar).name for jar in resolved] == [
+        f"iceberg-spark-runtime-3.5_2.12-{_pinned('iceberg.version')}.jar",
+        f"postgresql-{_pinned('postgresql.version')}.jar",  # the JDBC catalog's driver
+    ]

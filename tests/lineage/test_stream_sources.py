@@ -12,14 +12,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from emitter import events, facets
 from emitter.capture import Endpoint
+from emitter.described import described_relation
 from emitter.lineage import column_lineage, write_command
 from emitter.naming import dataset_name, naming_options, stream_source_uris
 from emitter.plan import leaf_key, parse_plan
-from emitter.streams import stream_endpoint
+from emitter.snapshots import stream_offsets_snapshot
+from emitter.streams import one_per_path, per_dataset, stream_endpoint
 
 CASES_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "plans" / "stream_sources"
 TABLE_NAMESPACE = "file"
@@ -128,3 +131,66 @@ def test_naming_options_keep_no_credentials() -> None:
     kept = naming_options({"kafka.sasl.jaas.config": "secret", "kafka.bootstrap.servers": "b:1", "Subscribe": "t"})
 
     assert kept == {"kafka.bootstrap.servers": "b:1", "subscribe": "t"}
+
+
+KAFKA_OPTIONS = {"kafka.bootstrap.servers": "b1:9092", "subscribe": "orders,payments"}
+
+
+def _kafka_source() -> Endpoint:
+    return stream_endpoint("KafkaV2[Subscribe[orders,payments]]", ("kafka", naming_options(KAFKA_OPTIONS)))
+
+
+def test_each_topic_of_a_kafka_source_gets_its_own_offsets_and_id() -> None:
+    relation = _kafka_source().relation
+    assert relation is not None
+    start = '{"orders": {"0": 2, "1": 1}, "payments": {"0": 5}}'
+    end = {"orders": {"0": 4, "1": 3}, "payments": {"0": 5}}
+    whole = stream_offsets_snapshot("KafkaV2[Subscribe[orders,payments]]", start, end, 7)
+
+    per_topic = {one.paths[0]: snapshot for one, snapshot in per_dataset(relation, whole)}
+
+    orders, payments = per_topic["kafka://b1:9092/orders"], per_topic["kafka://b1:9092/payments"]
+    assert orders is not None and payments is not None
+    assert (orders.start_offset, orders.end_offset, orders.batch_id) == (
+        {"orders": {"0": 2, "1": 1}},
+        {"orders": {"0": 4, "1": 3}},
+        7,
+    )
+    assert (payments.start_offset, payments.end_offset) == ({"payments": {"0": 5}}, {"payments": {"0": 5}})
+    assert orders.snapshot_id != payments.snapshot_id
+    # the same range of a topic has the same id, whichever source (query) read it
+    alone = stream_offsets_snapshot(
+        "KafkaV2[Assign[orders-0, orders-1]]", {"orders": {"0": 2, "1": 1}}, {"orders": {"0": 4, "1": 3}}, 3
+    )
+    [(_, from_assign)] = per_dataset(attrs.evolve(relation, paths=("kafka://b1:9092/orders",)), alone)
+    assert from_assign is not None and from_assign.snapshot_id == orders.snapshot_id
+
+
+def test_a_first_batch_has_no_start_and_offsets_of_another_shape_are_kept_whole() -> None:
+    relation = _kafka_source().relation
+    assert relation is not None
+    first = stream_offsets_snapshot("KafkaV2[Subscribe[orders,payments]]", None, {"orders": {"0": 1}}, 0)
+
+    per_topic = {one.paths[0]: snapshot for one, snapshot in per_dataset(relation, first)}
+
+    orders = per_topic["kafka://b1:9092/orders"]
+    assert orders is not None and orders.start_offset is None and orders.end_offset == {"orders": {"0": 1}}
+    assert per_topic["kafka://b1:9092/payments"] is first  # no offsets of its own in the progress: the source's
+    pattern = stream_endpoint(
+        "KafkaV2[SubscribePattern[o.*]]", ("kafka", {"kafka.bootstrap.servers": "b1:9092", "subscribepattern": "o.*"})
+    )
+    assert pattern.relation is not None
+    assert per_dataset(pattern.relation, first) == [(pattern.relation, first)]
+    unparsed = stream_offsets_snapshot("KafkaV2[Subscribe[orders,payments]]", None, "not json", 0)
+    assert [snapshot for _, snapshot in per_dataset(relation, unparsed)] == [unparsed, unparsed]
+    assert per_dataset(relation, None) == [(one, None) for one in one_per_path(relation)]
+
+
+def test_a_batch_read_of_kafka_topics_is_a_dataset_per_topic() -> None:
+    leaf = {"class": "LogicalRelation", "key": 0, "relation": "KafkaRelation", "options": {**KAFKA_OPTIONS}}
+
+    relation = described_relation(leaf)
+
+    assert relation is not None
+    assert events.dataset_locations(relation, TABLE_NAMESPACE) == [("kafka://b1:9092", "orders"), ("kafka://b1:9092", "payments")]
+    assert described_relation({**leaf, "options": {"subscribe": "orders"}}) is None  # no bootstrap servers: no dataset

@@ -165,6 +165,46 @@ def snapshot_fields(dataset: dict[str, Any]) -> dict[str, Any]:
     return snapshot
 
 
+Edge = tuple[str, str, str, str]  # (input dataset name, input field, type, subtype)
+
+
+def edges(input_fields: list[dict[str, Any]]) -> set[Edge]:
+    """(input dataset name, field, type, subtype) of each transformation of `input_fields`."""
+    return {
+        (field["name"], field["field"], transformation["type"], transformation["subtype"])
+        for field in input_fields
+        for transformation in field["transformations"]
+    }
+
+
+def field_edges(dataset: dict[str, Any]) -> dict[str, set[Edge]]:
+    """An output's column lineage: per column, its input fields' edges."""
+    fields = dataset["facets"]["columnLineage"]["fields"]
+    return {column: edges(field["inputFields"]) for column, field in fields.items()}
+
+
+def field_descriptions(dataset: dict[str, Any]) -> dict[str, set[tuple[str, str, str, str, str]]]:
+    """Per column, (input dataset name, field, type, subtype, description) of its edges."""
+    fields = dataset["facets"]["columnLineage"]["fields"]
+    return {
+        column: {
+            (item["name"], item["field"], t["type"], t["subtype"], t.get("description", ""))
+            for item in field["inputFields"]
+            for t in item["transformations"]
+        }
+        for column, field in fields.items()
+    }
+
+
+def dataset_edges(dataset: dict[str, Any]) -> set[tuple[str, str, str, str, str]]:
+    """(input dataset name, field, type, subtype, description) of the dataset-level edges."""
+    return {
+        (field["name"], field["field"], transformation["type"], transformation["subtype"], transformation.get("description", ""))
+        for field in dataset["facets"]["columnLineage"].get("dataset", [])
+        for transformation in field["transformations"]
+    }
+
+
 SessionType = TypeVar("SessionType", bound="ChildSession")
 
 

@@ -115,18 +115,19 @@ public class SparkLineageIceberg implements java.lang.reflect.InvocationHandler 
     return b.append(']').toString();
   }
 
-  // The Iceberg table a V2 write command writes (its relation's SparkTable's table()), else null.
+  // The Iceberg table a V2 write command writes (its relation's SparkTable's table(); a row-level
+  // command's through its RowLevelOperationTable), else null.
   static Object writeTarget(Object root) {
     try {
-      Object table = call(call(root, "table"), "table");
+      Object table = SparkLineageRelations.operationTable(call(call(root, "table"), "table"));
       return table.getClass().getName().startsWith("org.apache.iceberg.") ? call(table, "table") : null;
     } catch (Throwable noTarget) {
       return null;
     }
   }
 
-  // ,"partitions":[...]: the partitions snapshot `id` of `table` added or removed data files in
-  // (none for an unpartitioned table)
+  // ,"partitions":[...]: the partitions snapshot `id` of `table` added or removed data files in, or
+  // delete files (a merge-on-read MERGE, UPDATE or DELETE) (none for an unpartitioned table)
   static void committedPartitions(StringBuilder b, Object table, long id) throws Exception {
     Object snapshot = icebergClass("org.apache.iceberg.Table").getMethod("snapshot", new Class[] { Long.TYPE }).invoke(table, new Object[] { Long.valueOf(id) });
     if (snapshot == null) return;
@@ -135,7 +136,7 @@ public class SparkLineageIceberg implements java.lang.reflect.InvocationHandler 
     Class snapshotClass = icebergClass("org.apache.iceberg.Snapshot");
     Class fileIo = icebergClass("org.apache.iceberg.io.FileIO");
     java.util.Set partitions = new java.util.LinkedHashSet();
-    String[] changes = { "addedDataFiles", "removedDataFiles" };
+    String[] changes = { "addedDataFiles", "removedDataFiles", "addedDeleteFiles", "removedDeleteFiles" };
     for (int c = 0; c < changes.length; c++) {
       Iterable files = (Iterable) snapshotClass.getMethod(changes[c], new Class[] { fileIo }).invoke(snapshot, new Object[] { io });
       java.util.Iterator each = files.iterator();

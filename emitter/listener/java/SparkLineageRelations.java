@@ -1,7 +1,8 @@
 // How the helpers describe a relation, as JSON fields appended to an open object, parsed by
 // emitter/described.py. One method per relation kind the emitter names datasets of:
 //   - LogicalRelation: the relation's class, and per relation: HadoopFsRelation (root paths,
-//     format, partition columns, the version a Delta table's file index reads), JDBCRelation (the options that name a dataset); its catalog
+//     format, partition columns, the version a Delta table's file index reads), JDBCRelation and
+//     KafkaRelation (the options that name a dataset); its catalog
 //     table (identifier, location, provider) when it has one;
 //   - HiveTableRelation: its catalog table;
 //   - DataSourceV2Relation, DataSourceV2ScanRelation: the table's
@@ -42,6 +43,9 @@ public class SparkLineageRelations {
       deltaVersion(b, fs.location());
     } else if (relationClass.equals("JDBCRelation")) {
       options(b, call(call(relation, "jdbcOptions"), "parameters"), namingKeys);
+    } else if (relationClass.equals("KafkaRelation")) {
+      // a batch read of Kafka topics: its options (bootstrap servers, subscribe/assign/pattern), a private field
+      options(b, field(relation, "sourceOptions"), namingKeys);
     }
     scala.Option catalogTable = logical.catalogTable();
     if (catalogTable.isDefined()) catalogTable(b, catalogTable.get());
@@ -96,10 +100,10 @@ public class SparkLineageRelations {
     Object inner = relation;
     if (!hasMethod(inner, "identifier") && hasMethod(inner, "relation")) inner = call(inner, "relation");
     b.append(",\"v2\":{");
-    v2Table(b, call(inner, "table"));
+    v2Table(b, operationTable(call(inner, "table")));
     Object identifier = option(call(inner, "identifier"));
     if (identifier != null) v2Identifier(b, identifier, option(call(inner, "catalog")));
-    if (inner != relation && hasMethod(relation, "scan")) icebergPushedFilters(b, call(relation, "scan"), call(inner, "table"));
+    if (inner != relation && hasMethod(relation, "scan")) icebergPushedFilters(b, call(relation, "scan"), operationTable(call(inner, "table")));
     b.append('}');
   }
 
@@ -141,6 +145,29 @@ public class SparkLineageRelations {
     } catch (Throwable unreadable) {
       b.setLength(mark);
     }
+  }
+
+  // The table a row-level command (MERGE, UPDATE, DELETE) reads and writes: Spark wraps it in a
+  // RowLevelOperationTable, which has neither its name's catalog properties nor its snapshot
+  static Object operationTable(Object table) throws Exception {
+    if (table != null && table.getClass().getSimpleName().equals("RowLevelOperationTable") && hasMethod(table, "table")) {
+      return call(table, "table");
+    }
+    return table;
+  }
+
+  // a field of `target`'s class or a superclass, whatever its visibility
+  static Object field(Object target, String name) throws Exception {
+    for (Class type = target.getClass(); type != null; type = type.getSuperclass()) {
+      try {
+        java.lang.reflect.Field found = type.getDeclaredField(name);
+        found.setAccessible(true);
+        return found.get(target);
+      } catch (NoSuchFieldException notHere) {
+        // its superclass, then
+      }
+    }
+    throw new NoSuchFieldException(name);
   }
 
   // a method of `target`'s class or a superclass, whatever its visibility

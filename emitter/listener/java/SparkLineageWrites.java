@@ -5,8 +5,9 @@
 //   - InsertIntoHadoopFsRelationCommand: output path, format, the catalog table's identifier;
 //   - catalog table commands (CTAS, saveAsTable, Hive inserts and CTAS): the catalog table
 //     (identifier, location, provider), as SparkLineageRelations describes one;
-//   - V2 writes (AppendData, OverwriteByExpression, OverwritePartitionsDynamic, ReplaceData):
-//     the V2 relation written ("v2"), its schema and columns, and "staged" when the table is a
+//   - V2 writes (AppendData, OverwriteByExpression, OverwritePartitionsDynamic, and the row-level
+//     commands' ReplaceData, WriteDelta): the V2 relation written ("v2", the table a row-level
+//     operation wraps), its schema and columns, and "staged" when the table is a
 //     StagedTable, which only an atomic CTAS or RTAS writes (its nested data write);
 //   - V2 CTAS and RTAS (CreateTableAsSelect, ReplaceTableAsSelect; the session catalog's CTAS
 //     becomes a V1 command): the catalog identifier of the table they create, the query's schema;
@@ -20,7 +21,7 @@ public class SparkLineageWrites {
   static final String[] TABLE_DESC_COMMANDS = {
     "SaveAsV1TableCommand", "CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand"
   };
-  static final String[] V2_COMMANDS = { "AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceData" };
+  static final String[] V2_COMMANDS = { "AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta" };
   static final String[] V2_CREATE_COMMANDS = { "CreateTableAsSelect", "ReplaceTableAsSelect" };
 
   String[] namingKeys = new String[0];
@@ -73,7 +74,7 @@ public class SparkLineageWrites {
     } else if (among(command, V2_COMMANDS)) {
       Object table = call(root, "table");
       SparkLineageRelations.v2Relation(b, table);
-      if (call(table, "table") instanceof org.apache.spark.sql.connector.catalog.StagedTable) b.append(",\"staged\":true");
+      if (SparkLineageRelations.operationTable(call(table, "table")) instanceof org.apache.spark.sql.connector.catalog.StagedTable) b.append(",\"staged\":true");
       b.append(",\"mode\":");
       SparkLineageResult.jsonString(b, command.equals("AppendData") ? "Append" : "Overwrite");
       org.apache.spark.sql.types.StructType schema = (org.apache.spark.sql.types.StructType) call(table, "schema");
