@@ -29,6 +29,7 @@ from openlineage.client.facet_v2 import (
 
 from emitter.capture import ConnectSession, RelationInfo, SchemaField, TableRef
 from emitter.catalogs import SESSION_CATALOG, CatalogInfo
+from emitter.naming import table_namespace
 from emitter.redaction import redact
 from emitter.snapshots import MicroBatch, Snapshot
 from emitter.version import installed_version
@@ -60,7 +61,9 @@ def symlinks_facet(table: TableRef, namespace: str) -> symlinks_dataset.Symlinks
 def table_format_facets(relation: RelationInfo, snapshot: Snapshot | None, catalogs: Sequence[CatalogInfo]) -> dict[str, Any]:
     """`{"storage": ..., "catalog": ...}` of an Iceberg or Delta table (known by its format, or by the
     snapshot its format's log gave): the storage layer, and the catalog the table was named through,
-    which a rollback statement must name. Empty for any other relation."""
+    which a rollback statement must name. A table of a catalog other than the session's with a
+    warehouse also gets its `symlinks` in that warehouse's namespace: `db.t` of two catalogs are two
+    tables. Empty for any other relation."""
     layer = next(
         (kind for kind in ((relation.format or "").lower(), snapshot.kind if snapshot else "") if kind in TABLE_FORMATS), None
     )
@@ -83,6 +86,8 @@ def table_format_facets(relation: RelationInfo, snapshot: Snapshot | None, catal
             source="spark",
             producer=PRODUCER,
         )
+        if known is not None and known.warehouse and name != SESSION_CATALOG:
+            built["symlinks"] = symlinks_facet(table, table_namespace(known.warehouse, None))
     return built
 
 

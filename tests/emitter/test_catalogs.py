@@ -38,6 +38,13 @@ def test_an_iceberg_table_says_its_storage_layer_and_catalog() -> None:
         "lake",
         "/data/warehouse",
     )
+    [identifier] = built["symlinks"].identifiers  # in the catalog's warehouse, not the session's
+    assert (identifier.namespace, identifier.name, identifier.type) == ("file:/data/warehouse", "db.orders", "TABLE")
+
+
+def test_a_session_catalog_table_keeps_the_sessions_symlink() -> None:
+    relation = RelationInfo("LogicalRelation", table=TableRef("events", "default", "spark_catalog"), format="delta")
+    assert "symlinks" not in table_format_facets(relation, None, configured_catalogs(CONF, "file:/spark-warehouse"))
 
 
 def test_a_delta_path_table_known_by_its_snapshot_has_storage_but_no_catalog() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from consumer.query import cli as query_cli
 from tests.support.consumer_api import api_after_ingesting
@@ -33,15 +34,21 @@ def _sql(spark: Any, *statements: str) -> None:
 
 
 def _iceberg_pipeline(spark: Any, prefix: str) -> None:
-    """Source snapshot 1 (good), the three steps; source snapshot 2 (bad), the three steps again."""
+    """Source snapshot 1 (good), the three steps; source snapshot 2 (bad), the three steps again.
+    Bronze and silver are overwritten; gold is merged into (its new snapshot also derives from its
+    previous one)."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {prefix.rsplit('.', 2)[0]}.db")
     spark.sql(f"CREATE TABLE {prefix}source (id bigint, v bigint) USING iceberg")
     for table in STEPS:
         spark.sql(f"CREATE TABLE {prefix}{table} (id bigint, v bigint) USING iceberg")
     for rows in (GOOD_ROWS, BAD_ROWS):
         spark.sql(f"INSERT INTO {prefix}source VALUES {', '.join(map(str, rows))}")
-        for read, written in zip(("source", *STEPS), STEPS, strict=False):
-            spark.sql(f"INSERT OVERWRITE {prefix}{written} SELECT id, v + 1 AS v FROM {prefix}{read}")
+        spark.sql(f"INSERT OVERWRITE {prefix}bronze SELECT id, v + 1 AS v FROM {prefix}source")
+        spark.sql(f"INSERT OVERWRITE {prefix}silver SELECT id, v + 1 AS v FROM {prefix}bronze")
+        spark.sql(
+            f"MERGE INTO {prefix}gold t USING (SELECT id, v + 1 AS v FROM {prefix}silver) s ON t.id = s.id "
+            "WHEN MATCHED THEN UPDATE SET t.v = s.v WHEN NOT MATCHED THEN INSERT *"
+        )
 
 
 def _delta_pipeline(spark: Any, root: str) -> None:
@@ -81,6 +88,13 @@ def _check_plan(plan: dict[str, Any], names: dict[str, str], good: dict[str, str
     }
 
 
+def _paimon_snapshots(store: Any, side: str, table: str) -> set[str]:
+    """The snapshots of `db.<table>` in the store's Paimon view `<side>_snapshot_lineage`."""
+    view = text(f'SELECT snapshot_id FROM {side}_snapshot_lineage WHERE "database" = :db AND "table" = :t')
+    with store.engine.connect() as connection:
+        return {row[0] for row in connection.execute(view, {"db": "db", "t": table})}
+
+
 def _run_and_check(session: Any, statements: list[str], current: Callable[[str], str], good: dict[str, str]) -> None:
     session.call(_sql, *statements)
     assert {table: current(table) for table in ("source", *STEPS)} == good
@@ -99,7 +113,8 @@ def test_an_iceberg_pipeline_rolls_back_with_the_statements_of_the_plan(
     bad = {table: str(ids[-1]) for table, ids in snapshots.items()}
     names = {table: str(iceberg.location(prefix + table)) for table in ("source", *STEPS)}
 
-    events = iceberg.events()
+    root = str(iceberg.location(f"{catalog}.db"))
+    events = [e for e in iceberg.events() if any(d["name"].startswith(root) for d in e["inputs"] + e["outputs"])]
     [gold_write, *_] = [event for event in completed_writes(events) if event["outputs"][0]["name"] == names["gold"]]
     assert_valid_event(gold_write)
     facets = gold_write["outputs"][0]["facets"]
@@ -115,6 +130,8 @@ def test_an_iceberg_pipeline_rolls_back_with_the_statements_of_the_plan(
     _check_plan(plan, names, good, bad)
     assert _statements(plan) == printed
     assert printed[0] == f"CALL {catalog}.system.rollback_to_snapshot('db.correction_source', {good['source']})"
+    assert _paimon_snapshots(sqlite_store, "sink", "correction_gold") == {good["gold"], bad["gold"]}
+    assert good["gold"] in _paimon_snapshots(sqlite_store, "source", "correction_gold")  # the merge read gold too
 
     def current(table: str) -> str:
         [main] = iceberg.sql(f"SELECT snapshot_id FROM {prefix}{table}.refs WHERE name = 'main'")
