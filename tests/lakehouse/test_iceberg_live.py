@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.consumer_api import api_after_ingesting
 from tests.support.iceberg import IcebergSession, changed_partitions, partition_text, snapshot_list
 from tests.support.lakehouse import Edge, completed_writes, dataset_edges, field_edges, snapshot_fields, sorted_partitions
 from tests.support.spec import assert_valid_event
@@ -126,6 +127,24 @@ def _identity(name: str, *columns: str) -> dict[str, set[Edge]]:
     return {column: {(name, column, "DIRECT", "IDENTITY")} for column in columns}
 
 
+def _partitions_upstream(
+    store: Any, events: list[dict[str, Any]], table: str, partition: dict[str, str]
+) -> dict[str, list[dict[str, str]]]:
+    """Through the consumer: the partitions, per table, that `partition` of `table` derives from
+    directly (one step: a partition's lineage spans every snapshot of it, docs/api.md)."""
+    name = "/".join(f"{column}={value}" for column, value in partition.items())
+    with api_after_ingesting(store, events) as client:
+        answer = client.get(
+            "/api/v1/lineage-store/partitions",
+            params={"table": f"file:{table}", "partition": name, "direction": "upstream", "depth": 1},
+        )
+    assert answer.status_code == 200, answer.text
+    found: dict[str, list[dict[str, str]]] = {}
+    for upstream in answer.json()["partitions"]:
+        found.setdefault(upstream["name"], []).append(dict(part.split("=", 1) for part in upstream["partition"].split("/")))
+    return {table: sorted_partitions(partitions) for table, partitions in found.items()}
+
+
 def _job_command(run: dict[str, Any]) -> str:
     return str(run["job"]["name"]).split(".")[1]
 
@@ -174,7 +193,7 @@ def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession)
     assert dataset_edges(replace["outputs"][0]) == {_filter(source_name, "region", "region = 'us'")}
 
 
-def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: IcebergSession) -> None:
+def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: IcebergSession, sqlite_store: Any) -> None:
     source, target = "lake.db.insert_source", "lake.db.insert_target"
     _create_source(iceberg, source)
     iceberg.call(
@@ -210,6 +229,10 @@ def test_insert_into_select_reports_what_it_read_and_what_it_committed(iceberg: 
         **_identity(source_name, "region"),
     }
     assert dataset_edges(output) == {_filter(source_name, "ts", "ts < 1704153600000000")}  # 2024-01-02 in µs
+    [written] = snapshot_fields(output)["partitions"]
+    assert _partitions_upstream(sqlite_store, iceberg.events(), _name(iceberg, target), written) == {
+        source_name: snapshot_fields(_input(iceberg, into_target, source))["partitions"]
+    }
 
     [_, into_source] = _writes(iceberg, source)  # the first is the source's own INSERT ... VALUES
     assert second_source["operation"] == "append"
