@@ -21,10 +21,12 @@ from emitter.naming import jdbc_location, kafka_uris
 from emitter.snapshots import (
     ICEBERG_PROVIDER,
     MicroBatch,
+    Snapshot,
     delta_table_version,
     distinct_partitions,
     partitions_read,
     path_of,
+    stream_offsets_snapshot,
     v2_table_version,
 )
 from emitter.table_events import TableEvent, iceberg_table_identifier, table_event
@@ -349,6 +351,30 @@ def partitions_by_leaf(scans: Iterable[Mapping[str, Any]], leaves: Mapping[int, 
     }
     found.update({key: distinct_partitions(partitions) for key, partitions in planned.items()})
     return found
+
+
+def kafka_reads_by_leaf(scans: Iterable[Mapping[str, Any]], leaves: Mapping[int, RelationInfo]) -> dict[int, Snapshot]:
+    """The helper's Kafka scans (`key`, `ranges` of `topic`, `partition`, `from`, `until`) as a
+    `stream-offsets` snapshot per leaf: the offsets `{topic: {partition: offset}}` the batch read
+    started at and ended before (the pipeline gives each topic's dataset its own part). A read from
+    `earliest` or to `latest` gets none: Spark's driver leaves those ranges open (-2, -1) and each
+    task resolves its own when it runs; so a leaf with any open range has no snapshot."""
+    start: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
+    end: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
+    open_ranges: set[int] = set()
+    for scan in scans:
+        key = scan.get("key")
+        if not isinstance(key, int) or key not in leaves or not leaves[key].paths:
+            continue
+        for read in scan.get("ranges") or ():
+            topic, partition, first, until = read["topic"], str(read["partition"]), int(read["from"]), int(read["until"])
+            if first < 0 or until < 0:
+                open_ranges.add(key)
+            start[key].setdefault(topic, {})[partition] = first
+            end[key].setdefault(topic, {})[partition] = until
+    return {
+        key: stream_offsets_snapshot(leaves[key].paths[0], start[key], end[key], None) for key in end if key not in open_ranges
+    }
 
 
 def _leaf_over(paths: Iterable[str], leaves: Mapping[int, RelationInfo]) -> int | None:

@@ -268,7 +268,7 @@ def input_datasets(capture: Capture, namespace_of_tables: str, catalogs: Sequenc
         location = events.dataset_location(relation, namespace_of_tables)
         if location is None or location in seen:
             continue
-        snapshot = capture.input_snapshots.get(key)
+        snapshot = streams.kafka_topic_snapshot(relation, capture.input_snapshots.get(key))
         if snapshot is not None and location in read:
             snapshot = evolve(snapshot, partitions=read[location])
         extra = {**facets.snapshot_facets(snapshot), **facets.table_format_facets(relation, snapshot, catalogs)}

@@ -188,9 +188,10 @@ def parse_offset(offset: Any) -> Any:
         return offset
 
 
-def stream_offsets_snapshot(source: str, start_offset: Any, end_offset: Any, batch_id: int) -> Snapshot:
-    """What one micro-batch consumed from one source: its id hashes the source and both offsets,
-    so replaying the same range (same checkpoint) gives the same id."""
+def stream_offsets_snapshot(source: str, start_offset: Any, end_offset: Any, batch_id: int | None) -> Snapshot:
+    """What one micro-batch (or a batch read of a stream, `batch_id` None) consumed from one source:
+    its id hashes the source and both offsets, so replaying the same range (same checkpoint) gives
+    the same id."""
     start, end = parse_offset(start_offset), parse_offset(end_offset)
     material = _canonical_json({"source": source, "start": start, "end": end})
     snapshot_id = hashlib.sha256(material.encode()).hexdigest()[:SNAPSHOT_ID_HEX_CHARS]

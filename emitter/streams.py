@@ -72,7 +72,7 @@ def kafka_topic_snapshot(relation: RelationInfo, snapshot: Snapshot | None) -> S
     a hash of the topic's dataset (`kafka://host:port/orders`) and those offsets, so the same range
     of a topic has the same id whichever query read it. Anything else, or offsets not keyed by
     this topic (a `subscribePattern` source's dataset is its pattern), keeps `snapshot`."""
-    if snapshot is None or not snapshot.has_offsets or snapshot.batch_id is None:
+    if snapshot is None or not snapshot.has_offsets:
         return snapshot
     if (relation.format or "").lower() != KAFKA_SCHEME or len(relation.paths) != 1:
         return snapshot

@@ -22,6 +22,7 @@ from emitter.capture import Capture, MicroBatchTag, RelationInfo, WriteInfo
 from emitter.dedupe import WRAPPER_COMMANDS, WrapperDedupe
 from emitter.described import ListenerCall
 from emitter.listener import files, janino, jvm
+from emitter.listener.kafka_reads import KafkaReads
 from emitter.listener.partitions import Partitions, ScannedPartitions
 from emitter.snapshots import Snapshot
 from emitter.table_events import TableEvent, committed_snapshot, with_scanned_versions
@@ -53,6 +54,7 @@ class BatchListener:
         self.dumper = jvm.PlanDumper(gateway)
         self.actions = jvm.ActionDescriber(gateway, jvm.WriteDescriber(gateway), tagger, WRAPPER_COMMANDS, dedupe.emit_reads)
         self.scanned_partitions = ScannedPartitions(gateway)
+        self.kafka_reads = KafkaReads(gateway)
         self.gateway = gateway
         self.dedupe = dedupe  # called on Spark's listener bus thread only
         self.sink = sink
@@ -110,6 +112,7 @@ class BatchListener:
             if write is None and not leaves:
                 return None
             input_partitions = jvm.guarded({}, self.scanned_partitions.read, query_execution, leaves)
+            input_snapshots = {**input_snapshots, **jvm.guarded({}, self.kafka_reads.read, query_execution, leaves)}
         duration = int(duration_ns or 0)
         written_since = end_time - timedelta(microseconds=duration // 1000)
         error_message, error_stack = _error_text(exception, self.gateway) if exception is not None else (None, None)

@@ -17,7 +17,7 @@ import pytest
 
 from emitter import events, facets
 from emitter.capture import Endpoint
-from emitter.described import described_relation
+from emitter.described import described_relation, kafka_reads_by_leaf
 from emitter.lineage import column_lineage, write_command
 from emitter.naming import dataset_name, naming_options, stream_source_uris
 from emitter.plan import leaf_key, parse_plan
@@ -194,3 +194,29 @@ def test_a_batch_read_of_kafka_topics_is_a_dataset_per_topic() -> None:
     assert relation is not None
     assert events.dataset_locations(relation, TABLE_NAMESPACE) == [("kafka://b1:9092", "orders"), ("kafka://b1:9092", "payments")]
     assert described_relation({**leaf, "options": {"subscribe": "orders"}}) is None  # no bootstrap servers: no dataset
+
+
+def test_a_batch_read_has_the_offsets_its_scan_was_planned_with_unless_a_range_is_left_open() -> None:
+    relation = described_relation(
+        {"class": "LogicalRelation", "key": 0, "relation": "KafkaRelation", "options": {**KAFKA_OPTIONS}}
+    )
+    assert relation is not None
+    ranges = [
+        {"topic": "orders", "partition": 0, "from": 5, "until": 9},
+        {"topic": "payments", "partition": 1, "from": 0, "until": 3},
+    ]
+
+    [(key, snapshot)] = kafka_reads_by_leaf([{"key": 7, "ranges": ranges}, {"key": 8, "ranges": ranges}], {7: relation}).items()
+
+    assert key == 7
+    per_topic = {one.paths[0]: part for one, part in per_dataset(relation, snapshot)}
+    orders = per_topic["kafka://b1:9092/orders"]
+    assert orders is not None
+    assert (orders.kind, orders.start_offset, orders.end_offset, orders.batch_id) == (
+        "stream-offsets",
+        {"orders": {"0": 5}},
+        {"orders": {"0": 9}},
+        None,
+    )
+    opened = [*ranges, {"topic": "orders", "partition": 1, "from": -2, "until": -1}]  # earliest to latest: resolved by each task
+    assert kafka_reads_by_leaf([{"key": 7, "ranges": opened}], {7: relation}) == {}

@@ -121,13 +121,13 @@ def _stream_into_kafka(spark: Any, bootstrap: str, source_topic: str, sink_topic
     return _finished(query)
 
 
-def _batch_into_parquet(spark: Any, bootstrap: str, topics: str, target: str) -> int:
+def _batch_into_parquet(spark: Any, bootstrap: str, topics: str, offsets: tuple[str, str], target: str) -> int:
     source = (
         spark.read.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topics)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
+        .option("startingOffsets", offsets[0])
+        .option("endingOffsets", offsets[1])
         .load()
     )
     _parsed(source).write.parquet(target)
@@ -332,15 +332,23 @@ def test_stream_into_a_kafka_sink(kafka_spark: ChildSession, kafka_bootstrap: st
     assert {(dataset["namespace"], dataset["name"]) for e in events for dataset in e["outputs"]} == {(namespace, sink_topic)}
 
 
-def test_batch_read_of_topics_into_parquet(kafka_spark: ChildSession, kafka_bootstrap: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("explicit", [True, False], ids=["explicit-offsets", "earliest-to-latest"])
+def test_batch_read_of_topics_into_parquet(
+    kafka_spark: ChildSession, kafka_bootstrap: str, tmp_path: Path, explicit: bool
+) -> None:
     orders = unique_topic("orders", kafka_bootstrap, partitions=2)
     payments = unique_topic("payments", kafka_bootstrap)
     produce(kafka_bootstrap, orders, records(4, 2, "o"))
     produce(kafka_bootstrap, payments, records(2, 1, "p"))
     namespace, target = f"kafka://{kafka_bootstrap}", tmp_path / "batch"
+    start = {orders: {"0": 1, "1": 0}, payments: {"0": 0}}
+    end = {orders: end_offsets(kafka_bootstrap, orders), payments: end_offsets(kafka_bootstrap, payments)}
+    assert end == {orders: {"0": 2, "1": 2}, payments: {"0": 2}}
+    offsets = (json.dumps(start), json.dumps(end)) if explicit else ("earliest", "latest")
 
-    assert kafka_spark.call(_batch_into_parquet, kafka_bootstrap, f"{orders},{payments}", str(target)) == 6
+    rows = kafka_spark.call(_batch_into_parquet, kafka_bootstrap, f"{orders},{payments}", offsets, str(target))
 
+    assert rows == (5 if explicit else 6)
     writes = [
         event
         for event in kafka_spark.events()
@@ -352,8 +360,15 @@ def test_batch_read_of_topics_into_parquet(kafka_spark: ChildSession, kafka_boot
         (namespace, orders),
         (namespace, payments),
     }
-    assert all("snapshot" not in dataset["facets"] for dataset in write["inputs"])  # not known for a batch read (docs/facets.md)
     assert edges(write["outputs"][0]) == parsed_edges(namespace, [orders, payments])
+    if not explicit:  # Spark's driver leaves earliest / latest open: each task resolves its own
+        assert all("snapshot" not in dataset["facets"] for dataset in write["inputs"])
+        return
+    read = {dataset["name"]: snapshot_fields(dataset) for dataset in write["inputs"]}
+    assert {topic: (fields["kind"], fields["startOffset"], fields["endOffset"]) for topic, fields in read.items()} == {
+        topic: ("stream-offsets", {topic: start[topic]}, {topic: end[topic]}) for topic in (orders, payments)
+    }
+    assert "batchId" not in read[orders] and read[orders]["snapshotId"] != read[payments]["snapshotId"]
 
 
 def test_connector_jars_maven_cannot_fetch_skip_or_fail_when_everything_is_required(monkeypatch: pytest.MonkeyPatch) -> None:
