@@ -383,6 +383,18 @@ def _leaf_over(paths: Iterable[str], leaves: Mapping[int, RelationInfo]) -> int 
     return matching[0] if roots and len(matching) == 1 else None
 
 
+def parse_initial_offsets(text: str) -> Any | None:
+    """A streaming source's start as its checkpoint's `sources/<index>/0` keeps it: Kafka's is a NUL
+    (kept for Spark 2.1), `v1`, a newline and the offsets' JSON; None for anything else."""
+    version, _, offsets = text.lstrip("\0").partition("\n")
+    if version != "v1" or not offsets.strip():
+        return None
+    try:
+        return json.loads(offsets)
+    except ValueError:
+        return None
+
+
 def micro_batch_of_progress(progress: Mapping[str, Any], checkpoint_location: str | None) -> MicroBatch:
     """The `microBatch` facet's content from a StreamingQueryProgress JSON."""
     duration = (progress.get("durationMs") or {}).get("triggerExecution")

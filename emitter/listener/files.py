@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from emitter.capture import RelationInfo
-from emitter.described import location_of, parse_listing
+from emitter.described import location_of, parse_initial_offsets, parse_listing
 from emitter.listener import janino
 from emitter.listener import jvm as jvm_helpers
 from emitter.snapshots import (
@@ -45,6 +45,7 @@ MAX_LISTED_FILES = 1_000_000
 DELTA_LOG_DIR = "_delta_log"
 DELTA_COMMITS_READ = 16  # the newest commits a write's own is looked for among
 SINK_LOG_DIR = "_spark_metadata"
+SOURCES_DIR = "sources"  # a streaming query's checkpoint: sources/<source index>/<batch> (Kafka: its start)
 
 LISTING_CLASS = "SparkLineageFileListing"
 
@@ -148,6 +149,19 @@ def read_file_sink_log(location: str, upto_batch: int) -> list[tuple[int, str]]:
         with open(os.path.join(log_dir, batches[batch]), encoding="utf-8") as log_file:
             entries.append((batch, log_file.read()))
     return entries
+
+
+def initial_source_offsets(checkpoint: str, source_index: int) -> Any | None:
+    """The offsets a streaming source started at, as the query's checkpoint keeps them
+    (`sources/<index>/0`, written when the query first starts: Kafka's resolved `startingOffsets`);
+    None for a non-local checkpoint or a source that keeps none."""
+    if urlsplit(checkpoint).scheme.lower() not in LOCAL_SCHEMES:
+        return None
+    try:
+        with open(os.path.join(path_of(checkpoint), SOURCES_DIR, str(source_index), "0"), encoding="utf-8") as kept:
+            return parse_initial_offsets(kept.read())
+    except (FileNotFoundError, NotADirectoryError, UnicodeDecodeError):
+        return None
 
 
 def file_sink_snapshot(location: str, batch_id: int) -> Snapshot | None:

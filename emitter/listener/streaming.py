@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,6 +53,9 @@ STREAM_LEAF_CLASSES = frozenset(
         "StreamingDataSourceV2ScanRelation",
     }
 )
+
+
+KAFKA_SOURCE_DESCRIPTION = "Kafka"  # KafkaV2[Subscribe[...]] (KafkaSource[...] on the V1 path)
 
 
 @attrs.frozen
@@ -135,7 +138,8 @@ class LineageStreamingListener(StreamingQueryListener):
         live = self._queries.get(str(progress["id"]))
         batch = described.micro_batch_of_progress(progress, live.checkpoint_location if live else None)
         sources = tuple(
-            SourceProgress(str(s["description"]), s.get("startOffset"), s.get("endOffset")) for s in progress.get("sources", [])
+            SourceProgress(str(s["description"]), self._start_offset(s, index, live), s.get("endOffset"))
+            for index, s in enumerate(progress.get("sources", []))
         )
         static_snapshots: dict[int, Snapshot] = {}
         sink_snapshot = None
@@ -149,6 +153,17 @@ class LineageStreamingListener(StreamingQueryListener):
                 sink_snapshot = jvm.guarded(None, files.file_sink_snapshot, sink.relation.paths[0], batch.batch_id)
         when = described.parse_time(progress.get("timestamp"))
         self.handle(StreamProgress(batch.query_id, batch.run_id, when, batch, sources, static_snapshots, sink_snapshot))
+
+    @staticmethod
+    def _start_offset(source: Mapping[str, Any], index: int, live: _LiveQuery | None) -> Any:
+        """The progress' start offset; on a query's first batch (Spark reports none) the start its
+        checkpoint kept for a Kafka source (other sources keep other things there)."""
+        start = source.get("startOffset")
+        if start is not None or live is None or not live.checkpoint_location:
+            return start
+        if not str(source.get("description", "")).startswith(KAFKA_SOURCE_DESCRIPTION):
+            return None
+        return jvm.guarded(None, files.initial_source_offsets, live.checkpoint_location, index)
 
     def _on_terminated(self, event: Any) -> None:
         query_id = str(event.id)

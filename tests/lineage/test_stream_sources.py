@@ -17,7 +17,7 @@ import pytest
 
 from emitter import events, facets
 from emitter.capture import Endpoint
-from emitter.described import described_relation, kafka_reads_by_leaf
+from emitter.described import described_relation, kafka_reads_by_leaf, parse_initial_offsets
 from emitter.lineage import column_lineage, write_command
 from emitter.naming import dataset_name, naming_options, stream_source_uris
 from emitter.plan import leaf_key, parse_plan
@@ -220,3 +220,10 @@ def test_a_batch_read_has_the_offsets_its_scan_was_planned_with_unless_a_range_i
     )
     opened = [*ranges, {"topic": "orders", "partition": 1, "from": -2, "until": -1}]  # earliest to latest: resolved by each task
     assert kafka_reads_by_leaf([{"key": 7, "ranges": opened}], {7: relation}) == {}
+
+
+def test_a_kafka_sources_start_is_read_as_its_checkpoint_keeps_it() -> None:
+    assert parse_initial_offsets('\0v1\n{"orders":{"0":0,"1":5}}') == {"orders": {"0": 0, "1": 5}}
+    assert parse_initial_offsets('v1\n{"orders":{"0":3}}') == {"orders": {"0": 3}}
+    assert parse_initial_offsets("v2\n{}") is None
+    assert parse_initial_offsets("v1\nnot json") is None
