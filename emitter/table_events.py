@@ -22,12 +22,14 @@ class TableEvent:
     """What a table format itself reported of one action (`java/SparkLineageIceberg.java`): a
     scan that planned its files (`kind="scan"`) or a write that committed (`"commit"`), with the
     table by the format's own name (Iceberg: catalog.namespace.table) and the snapshot id; a
-    commit to the action's write target carries the partitions it changed."""
+    commit to the action's write target carries the partitions it changed and its parent snapshot
+    (the state it was committed on; None for a table's first snapshot)."""
 
     kind: str
     table: str
     snapshot_id: str
     partitions: Partitions | None = None
+    parent_id: str | None = None
 
 
 def table_event(event: Mapping[str, Any]) -> TableEvent:
@@ -37,6 +39,7 @@ def table_event(event: Mapping[str, Any]) -> TableEvent:
         table=str(event["table"]),
         snapshot_id=str(event["snapshot"]),
         partitions=distinct_partitions(partitions) if partitions is not None else None,
+        parent_id=str(event["parent"]) if event.get("parent") is not None else None,
     )
 
 
@@ -45,16 +48,28 @@ def with_scanned_versions(leaves: Mapping[int, RelationInfo], events: Iterable[T
     they all read one snapshot (a time-travel read's pinned one, or the one current when the scan
     was planned, not the one current when the listener looks: the action may have written the
     table itself since). A table scanned at several snapshots (a self-join across time) keeps the
-    version its relation tells (the pinned one); one not scanned (a cached read) too."""
+    version its relation tells (the pinned one); one not scanned (a cached read) too, unless that
+    version is the one the action itself committed (a DELETE Iceberg runs on metadata alone plans no
+    scan, and its relation tells the table's current snapshot when the listener looks): it read
+    the state that commit was made on, the commit's parent."""
     scanned: dict[str, set[str]] = defaultdict(set)
+    parents: dict[tuple[str, str], str] = {}  # (table, committed snapshot) -> its parent
     for event in events:
         if event.kind == "scan":
             scanned[event.table].add(event.snapshot_id)
+        elif event.kind == "commit" and event.parent_id is not None:
+            parents[(event.table, event.snapshot_id)] = event.parent_id
     versioned = dict(leaves)
     for key, relation in leaves.items():
-        snapshots = scanned.get(relation.v2_name or "") if _is_iceberg_relation(relation) else None
+        if not _is_iceberg_relation(relation):
+            continue
+        snapshots = scanned.get(relation.v2_name or "")
         if snapshots is not None and len(snapshots) == 1:
             versioned[key] = evolve(relation, table_version=(ICEBERG_PROVIDER, next(iter(snapshots))))
+        elif snapshots is None and relation.table_version is not None:
+            parent = parents.get((relation.v2_name or "", relation.table_version[1]))
+            if parent is not None:
+                versioned[key] = evolve(relation, table_version=(ICEBERG_PROVIDER, parent))
     return versioned
 
 

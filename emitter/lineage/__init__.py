@@ -27,7 +27,9 @@ unless `x`'s source column is also such a join key or filtered otherwise.
 A row-level command (`ReplaceData`, `WriteDelta`: MERGE / UPDATE / DELETE, which `write_command`
 hands over whole as its query) is the lineage of its query refined by the command: the target's
 own columns as identity for the rows it leaves alone, its WHERE as FILTER, the rewrite's
-metadata columns and runtime file filter left out (`row_level`).
+metadata columns and runtime file filter left out (`row_level`). Delta Lake runs the same statements
+as commands of its own (`MergeIntoCommand`, `UpdateCommand`, `DeleteCommand`), which `write_command`
+rewrites into that plan (`delta_commands`), so both formats answer alike.
 
 A filter a V2 scan evaluates itself (Iceberg drops from Spark's plan those that select whole
 partitions) is FILTER on the columns it reads when the caller passes it (`pushed_filters`).

@@ -7,6 +7,7 @@ from typing import Any
 
 from attrs import field, frozen
 
+from emitter.lineage import delta_commands
 from emitter.lineage.row_level import row_level_command
 from emitter.plan import Node, table_identifier
 
@@ -33,6 +34,7 @@ WRITE_COMMANDS = frozenset(
         "WriteToMicroBatchDataSourceV1",
         "WriteToStream",
         "WriteToDataSourceV2Relation",
+        *delta_commands.DELTA_COMMANDS,
     }
 )
 APPEND_COMMANDS = frozenset({"AppendData", "WriteToDataSourceV2", "WriteToMicroBatchDataSource"})
@@ -62,9 +64,13 @@ class WriteCommand:
 def write_command(root: Node) -> WriteCommand | None:
     """The write at `root`, or None when `root` is not a write command. A row-level command
     (`ReplaceData`, `WriteDelta`) is its own query: its lineage needs the target it reads and
-    writes (`emitter.lineage.row_level`)."""
+    writes (`emitter.lineage.row_level`); so is Delta's (`MergeIntoCommand`, `UpdateCommand`,
+    `DeleteCommand`), rewritten into that shape (`delta_commands`), else (a shape the rewrite does
+    not know) the target's own columns."""
     if root.cls not in WRITE_COMMANDS:
         return None
+    if delta_commands.is_delta_command(root):
+        return _delta_command(root)
     query = _query(root)
     if query is None:
         return None
@@ -84,6 +90,15 @@ def write_command(root: Node) -> WriteCommand | None:
         static_partitions=_string_map(root.fields.get("staticPartitions") or root.fields.get("partition")),
         options=_string_map(root.fields.get("options") or root.fields.get("writeOptions")),
     )
+
+
+def _delta_command(root: Node) -> WriteCommand | None:
+    target = delta_commands.target_plan(root)
+    if target is None:
+        return None
+    query = delta_commands.as_row_level(root) or target
+    columns = tuple(attribute.name for attribute in target.output)
+    return WriteCommand(kind=root.cls, query=query, output_columns=columns, table=_table(root, _catalog_table(root)))
 
 
 def _query(root: Node) -> Node | None:

@@ -60,6 +60,27 @@ def test_a_relation_is_versioned_by_the_one_snapshot_its_scans_read() -> None:
     assert table_events.with_scanned_versions(leaves, _events(("scan", "lake.db.other", "3"))) == leaves
 
 
+def test_a_table_the_action_committed_to_without_scanning_it_was_read_at_the_commits_parent() -> None:
+    """A DELETE run on metadata alone plans no scan: its relation shows the snapshot the action itself
+    committed (the table's current one when the listener looks), so it read that commit's parent."""
+    header = {
+        "root": "DeleteFromTableWithFilters",
+        "id": 6,
+        "write": None,
+        "tableEvents": [{"event": "commit", "table": "lake.db.events", "snapshot": "8", "parent": "7", "partitions": []}],
+    }
+    [commit] = described.parse_described_action(json.dumps(header)).table_events
+    assert commit == table_events.TableEvent("commit", "lake.db.events", "8", (), parent_id="7")
+    leaves = {1: _iceberg(version="8")}
+    assert table_events.with_scanned_versions(leaves, (commit,))[1].table_version == ("iceberg", "7")
+    pinned = {1: _iceberg(version="5")}  # a relation pinned to another snapshot keeps it
+    assert table_events.with_scanned_versions(pinned, (commit,)) == pinned
+    scanned = table_events.with_scanned_versions(leaves, (commit, *_events(("scan", "lake.db.events", "6"))))
+    assert scanned[1].table_version == ("iceberg", "6")  # a scan says what was read
+    first = table_events.TableEvent("commit", "lake.db.events", "8", ())  # a table's first snapshot has no parent
+    assert table_events.with_scanned_versions(leaves, (first,)) == leaves
+
+
 def test_a_write_reports_the_snapshot_its_commit_made() -> None:
     commits = (
         table_events.TableEvent("commit", "lake.db.events", "8", ({"day": "2024-01-02"},)),

@@ -15,7 +15,23 @@ from typing import Any
 import pytest
 
 from tests.support.iceberg import IcebergSession, changed_partitions, snapshot_list
-from tests.support.lakehouse import completed_writes, dataset_edges, field_descriptions, snapshot_fields
+from tests.support.lakehouse import (
+    DELETE_STATEMENT,
+    MERGE_STATEMENT,
+    MERGED_ROWS,
+    PARTITION_DELETE_STATEMENT,
+    ROW_LEVEL_SOURCE_ROWS,
+    ROW_LEVEL_TARGET_ROWS,
+    UPDATE_STATEMENT,
+    completed_writes,
+    dataset_edges,
+    delete_lineage,
+    field_descriptions,
+    merge_lineage,
+    partition_delete_lineage,
+    snapshot_fields,
+    update_lineage,
+)
 from tests.support.spec import assert_valid_event
 
 pytestmark = pytest.mark.spark
@@ -28,15 +44,6 @@ MODES = {
         "'write.update.mode' = 'merge-on-read', 'write.delete.mode' = 'merge-on-read')",
     ),
 }
-TARGET_ROWS = "(1, 10, 'a'), (2, 20, 'b'), (3, 30, 'a'), (5, 50, 'c')"
-SOURCE_ROWS = "(1, 100, 'u'), (2, 200, 'd'), (3, 300, 'k'), (4, 400, 'i')"
-MERGE = (
-    "MERGE INTO {target} t USING {source} s ON t.id = s.id "
-    "WHEN MATCHED AND s.op = 'd' THEN DELETE "
-    "WHEN MATCHED AND s.op = 'u' THEN UPDATE SET t.v = s.v * 2 "
-    "WHEN NOT MATCHED THEN INSERT (id, v, other) VALUES (s.id, s.v, 'x')"
-)
-Described = tuple[str, str, str, str, str]  # (dataset name, field, type, subtype, description)
 
 
 def _sql(spark: Any, *statements: str) -> None:
@@ -50,9 +57,9 @@ def _tables(lake: IcebergSession, name: str, mode: str) -> tuple[str, str]:
     lake.call(
         _sql,
         f"CREATE TABLE {target} (id bigint, v int, other string) USING iceberg PARTITIONED BY (other){MODES[mode][1]}",
-        f"INSERT INTO {target} VALUES {TARGET_ROWS}",
+        f"INSERT INTO {target} VALUES {ROW_LEVEL_TARGET_ROWS}",
         f"CREATE TABLE {source} (id bigint, v int, op string) USING iceberg",
-        f"INSERT INTO {source} VALUES {SOURCE_ROWS}",
+        f"INSERT INTO {source} VALUES {ROW_LEVEL_SOURCE_ROWS}",
     )
     return target, source
 
@@ -95,7 +102,7 @@ def _read_and_committed(lake: IcebergSession, run: dict[str, Any], table: str) -
 def test_merge_is_one_run_reading_and_writing_its_target_with_lineage_per_clause(iceberg: IcebergSession, mode: str) -> None:
     name = mode.replace("-", "_")
     target, source = _tables(iceberg, f"merge_{name}", mode)
-    iceberg.call(_sql, MERGE.format(target=target, source=source))
+    iceberg.call(_sql, MERGE_STATEMENT.format(target=target, source=source))
 
     run = _command_run(iceberg, target, MODES[mode][0])
     _read_and_committed(iceberg, run, target)
@@ -103,55 +110,29 @@ def test_merge_is_one_run_reading_and_writing_its_target_with_lineage_per_clause
     [source_input] = [d for d in run["inputs"] if d["name"] == _name(iceberg, source)]
     assert snapshot_fields(source_input)["snapshotId"] == source_snapshot["id"]
     assert sorted(d["name"] for d in run["inputs"]) == sorted([_name(iceberg, target), _name(iceberg, source)])
-    # 1 updated (a), 2 deleted (b), 3 matched but neither clause applies (kept, a), 4 inserted (x), 5 untouched (c)
     rows = iceberg.sql(f"SELECT id, v, other FROM {target} ORDER BY id")
-    assert [tuple(row.values()) for row in rows] == [(1, 200, "a"), (3, 30, "a"), (4, 400, "x"), (5, 50, "c")]
+    assert [tuple(row.values()) for row in rows] == MERGED_ROWS
     changed = snapshot_fields(run["outputs"][0])["partitions"]
     assert {"other": "c"} not in changed  # partition c was not touched
     assert {"other": "x"} in changed and {"other": "b"} in changed
 
-    t, s = _name(iceberg, target), _name(iceberg, source)
-    assert field_descriptions(run["outputs"][0]) == {
-        # matched rows keep t.id, inserted rows take s.id
-        "id": {(t, "id", "DIRECT", "IDENTITY", ""), (s, "id", "DIRECT", "IDENTITY", "")},
-        # the update's SET value (only where s.op = 'u'), the insert's value, every other row's own v
-        "v": {
-            (s, "v", "DIRECT", "TRANSFORMATION", "(v * 2)"),
-            (s, "op", "INDIRECT", "CONDITIONAL", "(op = 'u')"),
-            (s, "v", "DIRECT", "IDENTITY", ""),
-            (t, "v", "DIRECT", "IDENTITY", ""),
-        },
-        # no clause assigns it but the insert's literal 'x'
-        "other": {(t, "other", "DIRECT", "IDENTITY", "")},
-    }
-    assert dataset_edges(run["outputs"][0]) == {
-        (t, "id", "INDIRECT", "JOIN", "(id = id)"),
-        (s, "id", "INDIRECT", "JOIN", "(id = id)"),
-        (s, "op", "INDIRECT", "FILTER", "(op = 'd')"),  # the DELETE clause decides which rows remain
-    }
+    columns, dataset = merge_lineage(_name(iceberg, target), _name(iceberg, source))
+    assert field_descriptions(run["outputs"][0]) == columns
+    assert dataset_edges(run["outputs"][0]) == dataset
 
 
 @pytest.mark.parametrize("mode", list(MODES))
 def test_update_is_its_set_value_conditional_on_its_where(iceberg: IcebergSession, mode: str) -> None:
     name = mode.replace("-", "_")
     target, _ = _tables(iceberg, f"update_{name}", mode)
-    iceberg.call(_sql, f"UPDATE {target} SET v = v + 1 WHERE id > 2")
+    iceberg.call(_sql, UPDATE_STATEMENT.format(target=target))
 
     run = _command_run(iceberg, target, MODES[mode][0])
     _read_and_committed(iceberg, run, target)
     assert [d["name"] for d in run["inputs"]] == [_name(iceberg, target)]
-    t = _name(iceberg, target)
-    # = INSERT OVERWRITE t SELECT id, IF(id > 2, v + 1, v), other FROM t, the IF split into its clause
-    assert field_descriptions(run["outputs"][0]) == {
-        "id": {(t, "id", "DIRECT", "IDENTITY", "")},
-        "v": {
-            (t, "v", "DIRECT", "TRANSFORMATION", "(v + 1)"),
-            (t, "v", "DIRECT", "IDENTITY", ""),
-            (t, "id", "INDIRECT", "CONDITIONAL", "(id > 2)"),
-        },
-        "other": {(t, "other", "DIRECT", "IDENTITY", "")},
-    }
-    assert dataset_edges(run["outputs"][0]) == {(t, "id", "INDIRECT", "FILTER", "(id > 2)")}
+    columns, dataset = update_lineage(_name(iceberg, target))
+    assert field_descriptions(run["outputs"][0]) == columns
+    assert dataset_edges(run["outputs"][0]) == dataset
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -159,14 +140,30 @@ def test_delete_keeps_every_column_and_filters_by_its_where(iceberg: IcebergSess
     name = mode.replace("-", "_")
     target, _ = _tables(iceberg, f"delete_{name}", mode)
     # rows of partition a stay: Iceberg cannot drop whole files, Spark rewrites (or marks) rows
-    iceberg.call(_sql, f"DELETE FROM {target} WHERE v > 15 AND v < 40")
+    iceberg.call(_sql, DELETE_STATEMENT.format(target=target))
 
     run = _command_run(iceberg, target, MODES[mode][0])
     _read_and_committed(iceberg, run, target)
-    t = _name(iceberg, target)
-    assert field_descriptions(run["outputs"][0]) == {
-        "id": {(t, "id", "DIRECT", "IDENTITY", "")},
-        "v": {(t, "v", "DIRECT", "IDENTITY", "")},
-        "other": {(t, "other", "DIRECT", "IDENTITY", "")},
-    }
-    assert dataset_edges(run["outputs"][0]) == {(t, "v", "INDIRECT", "FILTER", "((v > 15) AND (v < 40))")}
+    columns, dataset = delete_lineage(_name(iceberg, target))
+    assert field_descriptions(run["outputs"][0]) == columns
+    assert dataset_edges(run["outputs"][0]) == dataset
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_delete_of_whole_partitions_runs_on_metadata_alone_as_one_run_too(iceberg: IcebergSession, mode: str) -> None:
+    """Iceberg drops the partition's files without reading them (Spark's DeleteFromTableWithFilters:
+    no scan, no rewrite): the run reads the target at the commit's parent snapshot."""
+    name = mode.replace("-", "_")
+    target, _ = _tables(iceberg, f"partition_delete_{name}", mode)
+    iceberg.call(_sql, PARTITION_DELETE_STATEMENT.format(target=target))
+
+    run = _command_run(iceberg, target, MODES[mode][0])
+    _read_and_committed(iceberg, run, target)
+    *_, before, after = iceberg.sql(f"SELECT snapshot_id, parent_id, operation FROM {target}.snapshots ORDER BY committed_at")
+    assert after["operation"] == "delete" and after["parent_id"] == before["snapshot_id"]  # metadata only: no file written
+    assert snapshot_fields(run["outputs"][0])["partitions"] == [{"other": "a"}]
+    [target_input] = run["inputs"]
+    assert "partitions" not in snapshot_fields(target_input)  # no scan planned any file
+    columns, dataset = partition_delete_lineage(_name(iceberg, target))
+    assert field_descriptions(run["outputs"][0]) == columns
+    assert dataset_edges(run["outputs"][0]) == dataset

@@ -216,3 +216,77 @@ def started(session: SessionType) -> Iterator[SessionType]:
         yield session
     finally:
         session.close()
+
+
+# Row-level commands (MERGE INTO / UPDATE / DELETE): the statements the formats' live tests run and
+# the column lineage expected of them, written by hand once, so Iceberg and Delta answer the same
+# (tests/lakehouse/test_iceberg_row_level.py, test_delta_row_level.py; tests/lineage/test_row_level.py
+# checks the captured plans with the names "t" and "s"). The target is `t (id, v, other)`
+# partitioned by `other`, the source `s (id, v, op)`.
+Described = tuple[str, str, str, str, str]  # (dataset name, field, type, subtype, description)
+ColumnEdges = dict[str, set[Described]]
+
+ROW_LEVEL_TARGET_ROWS = "(1, 10, 'a'), (2, 20, 'b'), (3, 30, 'a'), (5, 50, 'c')"
+ROW_LEVEL_SOURCE_ROWS = "(1, 100, 'u'), (2, 200, 'd'), (3, 300, 'k'), (4, 400, 'i')"
+MERGE_STATEMENT = (
+    "MERGE INTO {target} t USING {source} s ON t.id = s.id "
+    "WHEN MATCHED AND s.op = 'd' THEN DELETE "
+    "WHEN MATCHED AND s.op = 'u' THEN UPDATE SET t.v = s.v * 2 "
+    "WHEN NOT MATCHED THEN INSERT (id, v, other) VALUES (s.id, s.v, 'x')"
+)
+# 1 updated (a), 2 deleted (b), 3 matched but neither clause applies (kept, a), 4 inserted (x), 5 untouched (c)
+MERGED_ROWS = [(1, 200, "a"), (3, 30, "a"), (4, 400, "x"), (5, 50, "c")]
+UPDATE_STATEMENT = "UPDATE {target} SET v = v + 1 WHERE id > 2"
+DELETE_STATEMENT = "DELETE FROM {target} WHERE v > 15 AND v < 40"  # rows of partition a stay: no whole file is dropped
+PARTITION_DELETE_STATEMENT = "DELETE FROM {target} WHERE other = 'a'"  # whole files: run on metadata alone
+
+
+def merge_lineage(t: str, s: str) -> tuple[ColumnEdges, set[Described]]:
+    """MERGE_STATEMENT's column lineage (per column, and dataset-level), target `t`, source `s`."""
+    columns = {
+        # matched rows keep t.id, inserted rows take s.id
+        "id": {(t, "id", "DIRECT", "IDENTITY", ""), (s, "id", "DIRECT", "IDENTITY", "")},
+        # the update's SET value (only where s.op = 'u'), the insert's value, every other row's own v
+        "v": {
+            (s, "v", "DIRECT", "TRANSFORMATION", "(v * 2)"),
+            (s, "op", "INDIRECT", "CONDITIONAL", "(op = 'u')"),
+            (s, "v", "DIRECT", "IDENTITY", ""),
+            (t, "v", "DIRECT", "IDENTITY", ""),
+        },
+        # no clause assigns it but the insert's literal 'x'
+        "other": {(t, "other", "DIRECT", "IDENTITY", "")},
+    }
+    dataset = {
+        (t, "id", "INDIRECT", "JOIN", "(id = id)"),
+        (s, "id", "INDIRECT", "JOIN", "(id = id)"),
+        (s, "op", "INDIRECT", "FILTER", "(op = 'd')"),  # the DELETE clause decides which rows remain
+    }
+    return columns, dataset
+
+
+def update_lineage(t: str) -> tuple[ColumnEdges, set[Described]]:
+    """UPDATE_STATEMENT's: what `INSERT OVERWRITE t SELECT id, IF(id > 2, v + 1, v), other FROM t`
+    gives, the IF split into its clause."""
+    columns = {
+        "id": {(t, "id", "DIRECT", "IDENTITY", "")},
+        "v": {
+            (t, "v", "DIRECT", "TRANSFORMATION", "(v + 1)"),
+            (t, "v", "DIRECT", "IDENTITY", ""),
+            (t, "id", "INDIRECT", "CONDITIONAL", "(id > 2)"),
+        },
+        "other": {(t, "other", "DIRECT", "IDENTITY", "")},
+    }
+    return columns, {(t, "id", "INDIRECT", "FILTER", "(id > 2)")}
+
+
+def delete_lineage(t: str) -> tuple[ColumnEdges, set[Described]]:
+    """DELETE_STATEMENT's: what `INSERT OVERWRITE t SELECT * FROM t WHERE NOT (...)` gives, the
+    filter as the statement wrote it."""
+    columns = {column: {(t, column, "DIRECT", "IDENTITY", "")} for column in ("id", "v", "other")}
+    return columns, {(t, "v", "INDIRECT", "FILTER", "((v > 15) AND (v < 40))")}
+
+
+def partition_delete_lineage(t: str) -> tuple[ColumnEdges, set[Described]]:
+    """PARTITION_DELETE_STATEMENT's: as DELETE_STATEMENT's, the filter on the partition column."""
+    columns = {column: {(t, column, "DIRECT", "IDENTITY", "")} for column in ("id", "v", "other")}
+    return columns, {(t, "other", "INDIRECT", "FILTER", "(other = 'a')")}

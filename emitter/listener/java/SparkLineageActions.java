@@ -11,7 +11,15 @@
 // not a wrapper command (setWrappers; a wrapper's nested write already carries them, and the
 // listener asks for a wrapper's plan itself when it has no nested write to merge it into), and
 // for an action that writes nothing when reads are emitted (setEmitReads).
+//
+// A DELETE a V2 table (Iceberg) runs on metadata alone is described from its analyzed plan: the
+// optimizer replaced the row-level rewrite (ReplaceData, WriteDelta) by DeleteFromTableWithFilters,
+// which holds the table outside its children and the WHERE as connector predicates that do not
+// serialize; the rewrite holds both as any row-level command does (its write, its plan).
 public class SparkLineageActions {
+  static final String METADATA_ONLY_DELETE = "DeleteFromTableWithFilters";
+  static final String[] ROW_LEVEL_WRITES = { "ReplaceData", "WriteDelta" };
+
   SparkLineageWrites writes;
   Object tagger;  // a SparkLineageMicroBatchTags, or null
   java.util.Set wrappers = new java.util.HashSet();
@@ -33,6 +41,20 @@ public class SparkLineageActions {
   // whether SparkLineageIceberg records the table events of actions (it is installed)
   public void setTableEvents(boolean tableEvents) { this.tableEvents = tableEvents; }
 
+  // the analyzed row-level rewrite of a metadata-only DELETE, else `optimized`
+  static org.apache.spark.sql.catalyst.plans.logical.LogicalPlan rowLevelRewrite(Object queryExecution,
+      org.apache.spark.sql.catalyst.plans.logical.LogicalPlan optimized) {
+    try {
+      Object analyzed = SparkLineageRelations.call(queryExecution, "analyzed");
+      if (SparkLineageWrites.among(analyzed.getClass().getSimpleName(), ROW_LEVEL_WRITES)) {
+        return (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) analyzed;
+      }
+    } catch (Exception unreadable) {
+      // described as it is: a command the emitter does not know writes nothing
+    }
+    return optimized;
+  }
+
   public String describe(Object queryExecution, Object dumper) throws Exception {
     return describe(queryExecution, dumper, false);
   }
@@ -47,6 +69,7 @@ public class SparkLineageActions {
     org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan =
         (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) SparkLineageRelations.call(queryExecution, "optimizedPlan");
     String root = plan.getClass().getSimpleName();
+    if (root.equals(METADATA_ONLY_DELETE)) plan = rowLevelRewrite(queryExecution, plan);
     StringBuilder b = new StringBuilder("{\"root\":");
     SparkLineageResult.jsonString(b, root);
     b.append(",\"id\":").append(SparkLineageRelations.call(queryExecution, "id"));

@@ -5,9 +5,11 @@
 // (SparkLineageMicroBatchTags.queryExecutionKey), and SparkLineageActions takes those of the
 // action it describes: take() returns them as a JSON array of
 //   {"event": "scan" | "commit", "table": Iceberg's name of the table, "snapshot": its id,
-//    "partitions": [...]}
-// where a commit to the action's own write target carries the partitions the snapshot added or
-// removed data files in ({partition field: value as Iceberg prints it, null for a null value}).
+//    "parent": its parent snapshot's id, "partitions": [...]}
+// where a commit to the action's own write target carries its parent snapshot (the table's state
+// the commit was made on, Snapshot.parentId(); absent for a table's first snapshot) and the
+// partitions the snapshot added or removed data files in ({partition field: value as Iceberg
+// prints it, null for a null value}).
 // partitionsOfTasks() gives the partitions an Iceberg scan read (its planned tasks), for
 // SparkLineageScannedPartitions. Iceberg's classes are reached by reflection only: they are on the
 // classpath only where the user put Iceberg's runtime, and a helper that does not compile would
@@ -126,11 +128,14 @@ public class SparkLineageIceberg implements java.lang.reflect.InvocationHandler 
     }
   }
 
-  // ,"partitions":[...]: the partitions snapshot `id` of `table` added or removed data files in, or
-  // delete files (a merge-on-read MERGE, UPDATE or DELETE) (none for an unpartitioned table)
+  // ,"parent": snapshot `id`'s parent, when it has one; ,"partitions":[...]: the partitions it added
+  // or removed data files in, or delete files (a merge-on-read MERGE, UPDATE or DELETE) (none for
+  // an unpartitioned table)
   static void committedPartitions(StringBuilder b, Object table, long id) throws Exception {
     Object snapshot = icebergClass("org.apache.iceberg.Table").getMethod("snapshot", new Class[] { Long.TYPE }).invoke(table, new Object[] { Long.valueOf(id) });
     if (snapshot == null) return;
+    Object parent = call(snapshot, "parentId");
+    if (parent != null) { b.append(",\"parent\":"); SparkLineageResult.jsonString(b, parent.toString()); }
     Object io = call(table, "io");
     java.util.Map specs = (java.util.Map) call(table, "specs");
     Class snapshotClass = icebergClass("org.apache.iceberg.Snapshot");

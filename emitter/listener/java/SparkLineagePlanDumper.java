@@ -99,9 +99,23 @@ public class SparkLineagePlanDumper {
   }
 
   // the query SaveIntoDataSourceCommand holds outside its children (a `format(...).save()` through
-  // a data source such as Delta), whose leaves it reads. Not every leaf command's: a wrapper
-  // command's query (a Hive CTAS's) is read by the nested write it runs, which is the run
+  // a data source such as Delta), whose leaves it reads, and the target and source plans of Delta's
+  // row-level commands (MERGE INTO, UPDATE, DELETE), held in their fields. Not every leaf command's:
+  // a wrapper command's query (a Hive CTAS's) is read by the nested write it runs, which is the run
   static void commandQueries(org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan, java.util.List plans) {
+    if (SparkLineageWrites.isDeltaCommand(plan)) {
+      String[] fields = { "target", "source" };
+      for (int i = 0; i < fields.length; i++) {
+        try {
+          if (!SparkLineageRelations.hasMethod(plan, fields[i])) continue;
+          Object child = SparkLineageRelations.call(plan, fields[i]);
+          if (child instanceof org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) plans.add(child);
+        } catch (Exception unreadable) {
+          // a Delta release without the field: the command's run names its target only
+        }
+      }
+      return;
+    }
     if (!plan.getClass().getSimpleName().equals("SaveIntoDataSourceCommand") || !plan.children().isEmpty()) return;
     scala.collection.Iterator inner = plan.innerChildren().iterator();
     while (inner.hasNext()) {

@@ -11,7 +11,9 @@
 // The key is that of the optimized plan's LogicalRelation the scan was planned from (its logical
 // link), so the Python side can tell which input it belongs to. A Delta table a write command's
 // query reads has no scan in the command's executed plan: its partitions are the ones Delta's own
-// file index lists for the partition filters above it (`deltaReads`).
+// file index lists for the partition filters above it (`deltaReads`). Not the target of Delta's
+// row-level commands (MERGE, UPDATE, DELETE): by the time the listener asks, that index lists the
+// version the command committed, not the one it read; their inputs are left without partitions.
 public class SparkLineageScannedPartitions {
   public String of(org.apache.spark.sql.execution.QueryExecution queryExecution) throws Exception {
     java.util.List scans = new java.util.ArrayList();
@@ -42,6 +44,7 @@ public class SparkLineageScannedPartitions {
   // (Delta's index lists that one: a partition the same action's write created can be among them)
   static void deltaReads(StringBuilder b, org.apache.spark.sql.catalyst.plans.logical.LogicalPlan plan,
       org.apache.spark.sql.catalyst.plans.logical.LogicalPlan parent, java.util.Set scannedKeys) {
+    if (SparkLineageWrites.isDeltaCommand(plan)) return;
     if (plan instanceof org.apache.spark.sql.execution.datasources.LogicalRelation) {
       int mark = b.length();
       try {

@@ -12,7 +12,10 @@
 //   - V2 CTAS and RTAS (CreateTableAsSelect, ReplaceTableAsSelect; the session catalog's CTAS
 //     becomes a V1 command): the catalog identifier of the table they create, the query's schema;
 //   - SaveIntoDataSourceCommand (JDBC, Kafka, any V1 source): the source's class and the
-//     options that name a dataset.
+//     options that name a dataset;
+//   - Delta's row-level commands (MergeIntoCommand, UpdateCommand, DeleteCommand, which Delta runs
+//     itself): the Delta table of the command's target plan (its root path, format delta, the
+//     catalog table's identifier when it has one), its schema and columns.
 // A write it fails on comes back as {"command", "error"}. This is the one list of the write
 // commands the emitter knows. Methods are called by name: they differ between Spark versions.
 public class SparkLineageWrites {
@@ -23,6 +26,7 @@ public class SparkLineageWrites {
   };
   static final String[] V2_COMMANDS = { "AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic", "ReplaceData", "WriteDelta" };
   static final String[] V2_CREATE_COMMANDS = { "CreateTableAsSelect", "ReplaceTableAsSelect" };
+  static final String[] DELTA_COMMANDS = { "MergeIntoCommand", "UpdateCommand", "DeleteCommand" };
 
   String[] namingKeys = new String[0];
 
@@ -32,7 +36,7 @@ public class SparkLineageWrites {
   // the description's JSON (never a file reference), null when the action writes nothing
   String describe(Object queryExecution, Object root) throws Exception {
     String command = root.getClass().getSimpleName();
-    if (!isWrite(command)) return null;
+    if (!isWrite(command) && !isDeltaCommand(root)) return null;
     StringBuilder b = new StringBuilder("{\"command\":");
     SparkLineageResult.jsonString(b, command);
     int mark = b.length();
@@ -55,8 +59,15 @@ public class SparkLineageWrites {
         || among(command, V2_CREATE_COMMANDS);
   }
 
+  // one of Delta's row-level commands (by class name and package: no Delta classes compiled in)
+  static boolean isDeltaCommand(Object plan) {
+    return among(plan.getClass().getSimpleName(), DELTA_COMMANDS) && plan.getClass().getName().startsWith(SparkLineageRelations.DELTA_PACKAGE);
+  }
+
   void target(StringBuilder b, Object root, String command) throws Exception {
-    if (command.equals("InsertIntoHadoopFsRelationCommand")) {
+    if (isDeltaCommand(root)) {
+      deltaTarget(b, root);
+    } else if (command.equals("InsertIntoHadoopFsRelationCommand")) {
       b.append(",\"path\":");
       SparkLineageResult.jsonString(b, call(root, "outputPath").toString());
       b.append(",\"format\":");
@@ -97,6 +108,32 @@ public class SparkLineageWrites {
       fieldNames(b, schema);
       b.append(",\"schema\":").append(schema.json());
     }
+  }
+
+  // the Delta table a row-level command reads and writes: the relation of its target plan
+  static void deltaTarget(StringBuilder b, Object root) throws Exception {
+    org.apache.spark.sql.catalyst.plans.logical.LogicalPlan target = (org.apache.spark.sql.catalyst.plans.logical.LogicalPlan) call(root, "target");
+    org.apache.spark.sql.execution.datasources.LogicalRelation relation = null;
+    scala.collection.Iterator leaves = target.collectLeaves().iterator();
+    while (relation == null && leaves.hasNext()) {
+      Object leaf = leaves.next();
+      if (leaf instanceof org.apache.spark.sql.execution.datasources.LogicalRelation
+          && ((org.apache.spark.sql.execution.datasources.LogicalRelation) leaf).relation() instanceof org.apache.spark.sql.execution.datasources.HadoopFsRelation) {
+        relation = (org.apache.spark.sql.execution.datasources.LogicalRelation) leaf;
+      }
+    }
+    if (relation == null) throw new IllegalStateException("no Delta relation in the command's target");
+    org.apache.spark.sql.execution.datasources.HadoopFsRelation fs = (org.apache.spark.sql.execution.datasources.HadoopFsRelation) relation.relation();
+    b.append(",\"path\":");
+    SparkLineageResult.jsonString(b, String.valueOf(fs.location().rootPaths().head()));
+    b.append(",\"format\":\"delta\"");
+    Object table = SparkLineageRelations.hasMethod(root, "catalogTable") ? option(call(root, "catalogTable")) : null;
+    if (table == null && relation.catalogTable().isDefined()) table = relation.catalogTable().get();
+    if (table != null) { b.append(",\"table\":"); SparkLineageRelations.identifier(b, call(table, "identifier")); }
+    b.append(",\"mode\":\"Overwrite\"");
+    org.apache.spark.sql.types.StructType schema = target.schema();
+    fieldNames(b, schema);
+    b.append(",\"schema\":").append(schema.json());
   }
 
   static void querySchema(StringBuilder b, Object root) throws Exception {
