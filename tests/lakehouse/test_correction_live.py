@@ -52,13 +52,19 @@ def _iceberg_pipeline(spark: Any, prefix: str) -> None:
 
 
 def _delta_pipeline(spark: Any, root: str) -> None:
-    """The same on Delta path tables: version 0 of each from good data, version 1 from bad."""
+    """The same on Delta path tables: of source, bronze and silver version 0 from good data and 1
+    from bad; gold, created empty (version 0), is merged into: version 1 good, 2 bad."""
+    spark.sql(f"CREATE TABLE delta.`{root}/gold` (id bigint, v bigint) USING delta")
     for version, rows in enumerate((GOOD_ROWS, BAD_ROWS)):
         frame = spark.createDataFrame(rows, "id bigint, v bigint")
         frame.write.format("delta").mode("append" if version else "error").save(f"{root}/source")
-        for read, written in zip(("source", *STEPS), STEPS, strict=False):
+        for read, written in (("source", "bronze"), ("bronze", "silver")):
             step = spark.read.format("delta").load(f"{root}/{read}").selectExpr("id", "v + 1 AS v")
             step.write.format("delta").mode("overwrite").save(f"{root}/{written}")
+        spark.sql(
+            f"MERGE INTO delta.`{root}/gold` t USING (SELECT id, v + 1 AS v FROM delta.`{root}/silver`) s "
+            "ON t.id = s.id WHEN MATCHED THEN UPDATE SET t.v = s.v WHEN NOT MATCHED THEN INSERT *"
+        )
 
 
 # in the test -----------------------------------------------------------------------------
@@ -145,8 +151,8 @@ def test_a_delta_pipeline_rolls_back_with_the_statements_of_the_plan(delta: Delt
     root = str(delta.work / "correction")
     delta.call(_delta_pipeline, root)
     names = {table: f"{root}/{table}" for table in ("source", *STEPS)}
-    good = dict.fromkeys(names, "0")
-    bad = dict.fromkeys(names, "1")
+    good = {**dict.fromkeys(names, "0"), "gold": "1"}
+    bad = {**dict.fromkeys(names, "1"), "gold": "2"}
 
     plan, printed = _plan_from_api_and_cli(sqlite_store, delta.events(), f"file:{names['source']}", "1")
     _check_plan(plan, names, good, bad)
