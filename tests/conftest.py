@@ -24,6 +24,8 @@ pytest_plugins = [
 # pytest-xdist a file goes whole to one process, in collection order: these go out first, so the
 # short files even out the end instead of one process finishing a long file alone.
 LONG_FILES = (
+    "tests/lakehouse/test_correction_live.py",  # the PySpark 3.5 pass's longest
+    "tests/lakehouse/test_delta_row_level.py",
     "tests/docs/test_quickstart.py",
     "tests/connect/test_connect_server.py",
     "tests/demo/test_demo.py",
