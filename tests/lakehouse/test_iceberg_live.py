@@ -14,7 +14,15 @@ from typing import Any
 import pytest
 
 from tests.support.consumer_api import api_after_ingesting
-from tests.support.iceberg import IcebergSession, changed_partitions, partition_text, snapshot_list
+from tests.support.iceberg import (
+    CATALOG,
+    JDBC_CATALOG,
+    IcebergSession,
+    changed_partitions,
+    partition_text,
+    require_jdbc_catalog,
+    snapshot_list,
+)
 from tests.support.lakehouse import Edge, completed_writes, dataset_edges, field_edges, snapshot_fields, sorted_partitions
 from tests.support.spec import assert_valid_event
 
@@ -149,9 +157,18 @@ def _job_command(run: dict[str, Any]) -> str:
     return str(run["job"]["name"]).split(".")[1]
 
 
+@pytest.fixture(params=[CATALOG, JDBC_CATALOG])
+def catalog(request: pytest.FixtureRequest, iceberg: IcebergSession) -> str:
+    """The Hadoop catalog `lake`, and the JDBC catalog `pg` (PostgreSQL) with its namespace `db`."""
+    if request.param == JDBC_CATALOG:
+        require_jdbc_catalog(iceberg)
+        iceberg.call(_sql, f"CREATE NAMESPACE IF NOT EXISTS {JDBC_CATALOG}.db")
+    return str(request.param)
+
+
 # tests -----------------------------------------------------------------------------------
-def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession) -> None:
-    source, target = "lake.db.ctas_source", "lake.db.ctas_target"
+def test_ctas_is_one_run_with_the_snapshot_it_committed(iceberg: IcebergSession, catalog: str) -> None:
+    source, target = f"{catalog}.db.ctas_source", f"{catalog}.db.ctas_target"
     _create_source(iceberg, source)
     iceberg.call(
         _sql,
@@ -293,8 +310,8 @@ def test_insert_overwrite_reports_the_partitions_it_replaced(
     assert dataset_edges(output) == {_filter(source_name, "region", "region = 'eu'")}
 
 
-def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(iceberg: IcebergSession) -> None:
-    source, target = "lake.db.v2_source", "lake.db.v2_target"
+def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(iceberg: IcebergSession, catalog: str) -> None:
+    source, target = f"{catalog}.db.v2_source", f"{catalog}.db.v2_target"
     _create_source(iceberg, source)
     iceberg.call(_writer_v2, source, target)
 
@@ -328,8 +345,8 @@ def test_dataframe_writer_v2_create_or_replace_append_and_overwrite_partitions(i
     assert appended == overwritten == _identity(source_name, "id", "ts", "region")
 
 
-def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession) -> None:
-    source = "lake.db.travel_source"
+def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession, catalog: str) -> None:
+    source = f"{catalog}.db.travel_source"
     _create_source(iceberg, source)
     iceberg.call(_sql, f"INSERT INTO {source} VALUES (4, timestamp'2024-01-04 10:00:00', 'us')")
     [first, second] = snapshot_list(iceberg, source)
@@ -338,19 +355,19 @@ def test_reads_report_the_snapshot_the_scan_read(iceberg: IcebergSession) -> Non
     )
     iceberg.call(
         _sql,
-        f"CREATE TABLE lake.db.travel_current USING iceberg AS SELECT * FROM {source}",
-        f"CREATE TABLE lake.db.travel_version USING iceberg AS SELECT * FROM {source} VERSION AS OF {first['id']}",
-        f"CREATE TABLE lake.db.travel_timestamp USING iceberg AS SELECT * FROM {source} TIMESTAMP AS OF '{first_at['at']}'",
+        f"CREATE TABLE {catalog}.db.travel_current USING iceberg AS SELECT * FROM {source}",
+        f"CREATE TABLE {catalog}.db.travel_version USING iceberg AS SELECT * FROM {source} VERSION AS OF {first['id']}",
+        f"CREATE TABLE {catalog}.db.travel_timestamp USING iceberg AS SELECT * FROM {source} TIMESTAMP AS OF '{first_at['at']}'",
     )
-    iceberg.call(_read_with_snapshot_option, source, int(first["id"]), "lake.db.travel_option", False)
-    iceberg.call(_read_with_snapshot_option, source, int(first["id"]), "lake.db.travel_load", True)
+    iceberg.call(_read_with_snapshot_option, source, int(first["id"]), f"{catalog}.db.travel_option", False)
+    iceberg.call(_read_with_snapshot_option, source, int(first["id"]), f"{catalog}.db.travel_load", True)
 
     read = {
-        "lake.db.travel_current": second,
-        "lake.db.travel_version": first,
-        "lake.db.travel_timestamp": first,
-        "lake.db.travel_option": first,
-        "lake.db.travel_load": first,
+        f"{catalog}.db.travel_current": second,
+        f"{catalog}.db.travel_version": first,
+        f"{catalog}.db.travel_timestamp": first,
+        f"{catalog}.db.travel_option": first,
+        f"{catalog}.db.travel_load": first,
     }
     source_name = _name(iceberg, source)
     for target, snapshot in read.items():
