@@ -27,13 +27,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from itertools import count
 from typing import Any
 
+from emitter.lineage.row_level import TARGET_MARKER
 from emitter.plan import Expr, Node, PlanError, parse_expression_list, parse_plan
 
 DELTA_PACKAGE = "org.apache.spark.sql.delta."
 DELTA_COMMANDS = frozenset({"MergeIntoCommand", "UpdateCommand", "DeleteCommand"})
 LOGICAL = "org.apache.spark.sql.catalyst.plans.logical."
 EXPRESSIONS = "org.apache.spark.sql.catalyst.expressions."
-TARGET_MARKER = "__row_from_target"  # row_level.TARGET_MARKER: the join side that is the target
 # Delta's clause classes: whether one keeps a row with new values (an update or an insert) or drops it
 KEEPING_CLAUSES = frozenset(
     {
