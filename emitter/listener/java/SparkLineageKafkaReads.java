@@ -12,7 +12,8 @@ public class SparkLineageKafkaReads {
 
   public String of(org.apache.spark.sql.execution.QueryExecution queryExecution) throws Exception {
     java.util.List scans = new java.util.ArrayList();
-    collect(queryExecution.executedPlan(), scans, new java.util.IdentityHashMap());
+    SparkLineageScannedPartitions.collect(
+        queryExecution.executedPlan(), SparkLineageScannedPartitions.KAFKA_SCANS, scans, new java.util.IdentityHashMap());
     StringBuilder b = new StringBuilder("[");
     for (int i = 0; i < scans.size(); i++) {
       int mark = b.length();
@@ -25,25 +26,9 @@ public class SparkLineageKafkaReads {
     return SparkLineageResult.of(b.append(']').toString());
   }
 
-  static void collect(Object node, java.util.List scans, java.util.IdentityHashMap seen) {
-    if (node == null || seen.put(node, Boolean.TRUE) != null) return;
-    if (node instanceof org.apache.spark.sql.execution.RowDataSourceScanExec) {
-      org.apache.spark.sql.execution.RowDataSourceScanExec scan = (org.apache.spark.sql.execution.RowDataSourceScanExec) node;
-      if (scan.relation().getClass().getName().equals(KAFKA_RELATION)) scans.add(scan);
-      return;
-    }
-    if (node instanceof org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) {
-      collect(((org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) node).executedPlan(), scans, seen);
-    }
-    if (node instanceof org.apache.spark.sql.execution.adaptive.QueryStageExec) {
-      collect(((org.apache.spark.sql.execution.adaptive.QueryStageExec) node).plan(), scans, seen);
-    }
-    if (node instanceof org.apache.spark.sql.catalyst.plans.QueryPlan) {
-      scala.collection.Iterator children = ((org.apache.spark.sql.catalyst.plans.QueryPlan) node).children().iterator();
-      while (children.hasNext()) collect(children.next(), scans, seen);
-      scala.collection.Iterator inner = ((org.apache.spark.sql.catalyst.plans.QueryPlan) node).innerChildren().iterator();
-      while (inner.hasNext()) collect(inner.next(), scans, seen);
-    }
+  static boolean isKafkaScan(Object node) {
+    return node instanceof org.apache.spark.sql.execution.RowDataSourceScanExec
+        && ((org.apache.spark.sql.execution.RowDataSourceScanExec) node).relation().getClass().getName().equals(KAFKA_RELATION);
   }
 
   // The connector's KafkaSourceRDD under the scan's RDD (the records mapped to rows above it)

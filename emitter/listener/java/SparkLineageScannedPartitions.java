@@ -15,9 +15,12 @@
 // row-level commands (MERGE, UPDATE, DELETE): by the time the listener asks, that index lists the
 // version the command committed, not the one it read; their inputs are left without partitions.
 public class SparkLineageScannedPartitions {
+  static final int PARTITIONED_SCANS = 0;
+  static final int KAFKA_SCANS = 1;
+
   public String of(org.apache.spark.sql.execution.QueryExecution queryExecution) throws Exception {
     java.util.List scans = new java.util.ArrayList();
-    collect(queryExecution.executedPlan(), scans, new java.util.IdentityHashMap());
+    collect(queryExecution.executedPlan(), PARTITIONED_SCANS, scans, new java.util.IdentityHashMap());
     StringBuilder b = new StringBuilder("[");
     for (int i = 0; i < scans.size(); i++) {
       int mark = b.length();
@@ -113,35 +116,40 @@ public class SparkLineageScannedPartitions {
     throw new NoSuchMethodException("listFiles");
   }
 
-  // every FileSourceScanExec of the plan, through adaptive plans, query stages and subqueries
-  // (innerChildren); the plans cached DataFrames hold are not descended into
-  static void collect(Object node, java.util.List scans, java.util.IdentityHashMap seen) {
+  // the scans of the plan `wanted` names (PARTITIONED_SCANS: partitioned FileSourceScanExecs and
+  // Iceberg's BatchScanExecs; KAFKA_SCANS: batch reads of Kafka, SparkLineageKafkaReads), through
+  // adaptive plans, query stages and subqueries (innerChildren); the plans cached DataFrames hold are
+  // not descended into
+  static void collect(Object node, int wanted, java.util.List scans, java.util.IdentityHashMap seen) {
     if (node == null || seen.put(node, Boolean.TRUE) != null) return;
-    if (node instanceof org.apache.spark.sql.execution.FileSourceScanExec) {
-      org.apache.spark.sql.execution.FileSourceScanExec scan = (org.apache.spark.sql.execution.FileSourceScanExec) node;
-      if (!scan.relation().partitionSchema().isEmpty()) scans.add(scan);
-      return;
-    }
-    if (node.getClass().getSimpleName().equals("BatchScanExec")) {
-      try {
-        if (invoke(node, "scan").getClass().getName().startsWith("org.apache.iceberg.")) scans.add(node);
-      } catch (Exception noScan) {
-        // another V2 source
-      }
+    if (node instanceof org.apache.spark.sql.execution.DataSourceScanExec || node.getClass().getSimpleName().equals("BatchScanExec")) {
+      if (wanted == KAFKA_SCANS ? SparkLineageKafkaReads.isKafkaScan(node) : isPartitionedScan(node)) scans.add(node);
       return;
     }
     if (node instanceof org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) {
-      collect(((org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) node).executedPlan(), scans, seen);
+      collect(((org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec) node).executedPlan(), wanted, scans, seen);
     }
     if (node instanceof org.apache.spark.sql.execution.adaptive.QueryStageExec) {
-      collect(((org.apache.spark.sql.execution.adaptive.QueryStageExec) node).plan(), scans, seen);
+      collect(((org.apache.spark.sql.execution.adaptive.QueryStageExec) node).plan(), wanted, scans, seen);
     }
     if (node instanceof org.apache.spark.sql.catalyst.plans.QueryPlan) {
       org.apache.spark.sql.catalyst.plans.QueryPlan plan = (org.apache.spark.sql.catalyst.plans.QueryPlan) node;
       scala.collection.Iterator children = plan.children().iterator();
-      while (children.hasNext()) collect(children.next(), scans, seen);
+      while (children.hasNext()) collect(children.next(), wanted, scans, seen);
       scala.collection.Iterator inner = plan.innerChildren().iterator();
-      while (inner.hasNext()) collect(inner.next(), scans, seen);
+      while (inner.hasNext()) collect(inner.next(), wanted, scans, seen);
+    }
+  }
+
+  static boolean isPartitionedScan(Object node) {
+    if (node instanceof org.apache.spark.sql.execution.FileSourceScanExec) {
+      return !((org.apache.spark.sql.execution.FileSourceScanExec) node).relation().partitionSchema().isEmpty();
+    }
+    if (!node.getClass().getSimpleName().equals("BatchScanExec")) return false;
+    try {
+      return invoke(node, "scan").getClass().getName().startsWith("org.apache.iceberg.");
+    } catch (Exception noScan) {
+      return false;  // another V2 source
     }
   }
 
