@@ -1,4 +1,5 @@
-"""`python -m benchmarks.tpcds generate | capture [--queries q1,q5] | run [--queries q1,q5] [--master local[1]] | compare LANDED THIS`."""
+"""`python -m benchmarks.tpcds generate | capture [--queries q1,q5] | run [--queries q1,q5] [--master local[1]] | compare LANDED THIS
+| agent [--queries q1,q5] [--master local[1]]`."""
 
 from __future__ import annotations
 
@@ -18,15 +19,17 @@ def _parser() -> argparse.ArgumentParser:
     for name, help_text in (
         ("capture", "save the optimized plan JSON of every CTAS"),
         ("run", "time every CTAS without and with the emitter"),
+        ("agent", "the OpenLineage Spark agent beside the emitter: lineage against sqlglot, cost per action"),
     ):
         command = commands.add_parser(name, help=help_text)
         command.add_argument("--queries", help="comma-separated subset, e.g. q1,q5,q14")
-    commands.choices["run"].add_argument(
-        "--master",
-        default=DEFAULT_MASTER,
-        help=f"Spark master (default {DEFAULT_MASTER}); local[1] runs the tasks on one core and leaves the other to "
-        "the driver and the emitter, as on a cluster, where the driver runs no tasks",
-    )
+    for name in ("run", "agent"):
+        commands.choices[name].add_argument(
+            "--master",
+            default=DEFAULT_MASTER,
+            help=f"Spark master (default {DEFAULT_MASTER}); local[1] runs the tasks on one core and leaves the other to "
+            "the driver and the emitter, as on a cluster, where the driver runs no tasks",
+        )
     compare = commands.add_parser("compare", help="two runs' summary.json side by side (the landed code's, then this code's)")
     compare.add_argument("landed", help="summary.json of a run of the landed code")
     compare.add_argument("this", help="summary.json of a run of this code, on the same statements")
@@ -53,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(capture.summarize(capture.capture(wanted)))
         return 0
+    if arguments.command == "agent":
+        from benchmarks.tpcds import agent
+
+        return agent.main(wanted, arguments.master)
     from benchmarks.tpcds import runner
 
     return runner.main(wanted, arguments.master)
